@@ -1,0 +1,27 @@
+//! The pool layer: leaf devices, vdevs, labels and uberblocks, block pointers with
+//! checksums, per-block compression, space allocation with persistent space maps, and
+//! the atomic commit of a transaction group.
+//!
+//! Invariants of the layer (details in each module):
+//! - Nothing live is overwritten: blocks are written to free space, freed space is
+//!   reused only after the commit that freed it is durable.
+//! - A commit is: space map segment, flush, uberblock in every label, flush.
+//! - Every block read is verified against the checksum in its parent before it is
+//!   returned; bad copies are counted per device and repaired from good ones.
+
+pub mod blkptr;
+pub mod compress;
+pub mod device;
+pub mod error;
+pub mod label;
+pub mod pool;
+pub mod rangeset;
+pub mod spacemap;
+pub mod vdev;
+
+pub use blkptr::{BlkPtr, BlockType, Dva};
+pub use compress::Compression;
+pub use device::{BlockDevice, FileDevice, SimDevice};
+pub use error::{PoolError, Result};
+pub use label::{PoolConfig, Uberblock, VdevKind};
+pub use pool::{parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec, WriteOpts};

@@ -1,0 +1,220 @@
+//! Virtual devices: top-level vdevs made of leaves (one disk, or an N-way mirror).
+//!
+//! Invariants:
+//! - A DVA offset is relative to the top-level vdev's allocatable space; on each leaf
+//!   it lives at `DATA_START + offset`. Mirror children hold identical bytes there.
+//! - A read returns only bytes that pass the caller's verifier (the checksum in the
+//!   parent pointer). A child that returned bad bytes is counted (READ or CKSUM) and,
+//!   when another child had good bytes, rewritten with them (self-healing).
+//! - A write succeeds if at least one child took it; failed children are counted.
+
+use crate::device::BlockDevice;
+use crate::error::{PoolError, Result};
+use crate::label::{VdevKind, DATA_START};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Per-device error counters, as `pool status` shows them.
+#[derive(Default, Debug)]
+pub struct ErrorCounters {
+    pub read: AtomicU64,
+    pub write: AtomicU64,
+    pub cksum: AtomicU64,
+    /// Copies rewritten from a good mirror child or ditto copy.
+    pub repaired: AtomicU64,
+}
+
+/// One leaf device: present or missing.
+pub struct Leaf {
+    pub guid: u64,
+    pub path: std::path::PathBuf,
+    pub dev: Option<Arc<dyn BlockDevice>>,
+    pub errors: ErrorCounters,
+}
+
+impl Leaf {
+    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        match &self.dev {
+            Some(d) => d.read_at(buf, DATA_START + offset),
+            None => Err(PoolError::Import(format!(
+                "{}: device unavailable",
+                self.path.display()
+            ))),
+        }
+    }
+    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+        match &self.dev {
+            Some(d) => d.write_at(buf, DATA_START + offset),
+            None => Err(PoolError::Import(format!(
+                "{}: device unavailable",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+/// Outcome of checking every copy of one extent.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct ScrubOutcome {
+    pub bad_copies: u64,
+    pub repaired: u64,
+    /// True if no child had good bytes.
+    pub unrecoverable: bool,
+}
+
+/// A top-level vdev.
+pub struct TopVdev {
+    pub id: u32,
+    pub guid: u64,
+    pub kind: VdevKind,
+    pub asize: u64,
+    pub leaves: Vec<Leaf>,
+}
+
+impl TopVdev {
+    /// Write `buf` at `offset` on every child.
+    pub fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let mut ok = 0;
+        let mut last_err = None;
+        for leaf in &self.leaves {
+            match leaf.write_raw(buf, offset) {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    if leaf.dev.is_some() {
+                        leaf.errors.write.fetch_add(1, Relaxed);
+                    }
+                    last_err = Some(e);
+                }
+            }
+        }
+        if ok == 0 {
+            return Err(last_err.unwrap_or(PoolError::NoSpace));
+        }
+        Ok(())
+    }
+
+    /// Read `len` bytes at `offset` that satisfy `verify`, trying each child in turn
+    /// and healing children that returned bad bytes.
+    pub fn read_verified(
+        &self,
+        offset: u64,
+        len: usize,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        let mut bad: Vec<&Leaf> = Vec::new();
+        for leaf in &self.leaves {
+            if leaf.dev.is_none() {
+                continue;
+            }
+            match leaf.read_raw(&mut buf, offset) {
+                Ok(()) if verify(&buf) => {
+                    for b in bad {
+                        if b.write_raw(&buf, offset).is_ok() {
+                            b.errors.repaired.fetch_add(1, Relaxed);
+                        }
+                    }
+                    return Ok(buf);
+                }
+                Ok(()) => {
+                    leaf.errors.cksum.fetch_add(1, Relaxed);
+                    bad.push(leaf);
+                }
+                Err(_) => {
+                    leaf.errors.read.fetch_add(1, Relaxed);
+                    bad.push(leaf);
+                }
+            }
+        }
+        Err(PoolError::Checksum {
+            vdev: self.id,
+            offset,
+        })
+    }
+
+    /// Read every child's copy; count and repair bad ones from a good one.
+    pub fn scrub_extent(
+        &self,
+        offset: u64,
+        len: usize,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> ScrubOutcome {
+        let mut out = ScrubOutcome::default();
+        let mut good: Option<Vec<u8>> = None;
+        let mut bad: Vec<&Leaf> = Vec::new();
+        for leaf in &self.leaves {
+            if leaf.dev.is_none() {
+                continue;
+            }
+            let mut buf = vec![0u8; len];
+            match leaf.read_raw(&mut buf, offset) {
+                Ok(()) if verify(&buf) => {
+                    good.get_or_insert(buf);
+                }
+                Ok(()) => {
+                    leaf.errors.cksum.fetch_add(1, Relaxed);
+                    bad.push(leaf);
+                }
+                Err(_) => {
+                    leaf.errors.read.fetch_add(1, Relaxed);
+                    bad.push(leaf);
+                }
+            }
+        }
+        out.bad_copies = bad.len() as u64;
+        match good {
+            Some(g) => {
+                for b in bad {
+                    if b.write_raw(&g, offset).is_ok() {
+                        b.errors.repaired.fetch_add(1, Relaxed);
+                        out.repaired += 1;
+                    }
+                }
+            }
+            None => out.unrecoverable = true,
+        }
+        out
+    }
+
+    /// Rewrite an extent on every child with known-good bytes (ditto-copy repair).
+    pub fn repair(&self, buf: &[u8], offset: u64) {
+        for leaf in &self.leaves {
+            if leaf.write_raw(buf, offset).is_ok() {
+                leaf.errors.repaired.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Make all children's writes durable. Fails only if no child could flush.
+    pub fn flush(&self) -> Result<()> {
+        let mut ok = 0;
+        let mut last_err = None;
+        for leaf in &self.leaves {
+            if let Some(d) = &leaf.dev {
+                match d.flush() {
+                    Ok(()) => ok += 1,
+                    Err(e) => {
+                        leaf.errors.write.fetch_add(1, Relaxed);
+                        last_err = Some(e);
+                    }
+                }
+            }
+        }
+        match (ok, last_err) {
+            (0, Some(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Health of this vdev: ONLINE, DEGRADED (a mirror lost children), UNAVAIL.
+    pub fn health(&self) -> &'static str {
+        let present = self.leaves.iter().filter(|l| l.dev.is_some()).count();
+        if present == self.leaves.len() {
+            "ONLINE"
+        } else if present > 0 {
+            "DEGRADED"
+        } else {
+            "UNAVAIL"
+        }
+    }
+}

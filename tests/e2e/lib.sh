@@ -1,0 +1,206 @@
+# shellcheck shell=bash
+# Helpers for the end-to-end tests. Each tests/e2e/test_*.sh starts with
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# scripts/run-tests.sh runs every script with `bash`, a timeout, and
+#   CACHALOT   absolute path of the cachalot binary (target/ci/cachalot)
+#   REPO       repository root
+#   ARTIFACTS  test-artifacts/<test name>, for logs worth keeping
+# A script can also be run by hand: these default to the values above.
+#
+# Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, mktmp,
+# start_daemon, stop_daemon, kill9_daemon, note.
+set -euo pipefail
+shopt -s inherit_errexit
+
+REPO=${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CACHALOT=${CACHALOT:-$REPO/target/ci/cachalot}
+TEST_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+ARTIFACTS=${ARTIFACTS:-$REPO/test-artifacts/$TEST_NAME}
+export REPO CACHALOT ARTIFACTS
+mkdir -p "$ARTIFACTS"
+rm -f "$ARTIFACTS/daemon.log"
+
+# All temp dirs of this test live under one root, removed on exit.
+_E2E_ROOT=$(mktemp -d "/tmp/cachalot-e2e.$TEST_NAME.XXXXXX")
+DAEMON_PID=
+DAEMON_STARTS=0
+LAST_STDERR=
+
+# fail MSG: print MSG (with the caller's location) to stderr and exit 1.
+fail() {
+    local where="${BASH_SOURCE[1]:-?}:${BASH_LINENO[0]:-?}"
+    if [[ ${FUNCNAME[1]:-} == assert_* ]]; then
+        where="${BASH_SOURCE[2]:-?}:${BASH_LINENO[1]:-?}"
+    fi
+    echo "FAIL ($(basename "${where%%:*}"):${where##*:}): $*" >&2
+    exit 1
+}
+
+# note MSG: progress line in the test's log.
+note() { echo "--- $*" >&2; }
+
+_show() { printf '%q' "$1"; }
+
+# assert_eq ACTUAL EXPECTED MSG
+assert_eq() {
+    [[ $1 == "$2" ]] ||
+        fail "${3:-values differ}: got $(_show "$1"), expected $(_show "$2")"
+}
+
+# assert_contains HAYSTACK NEEDLE MSG
+assert_contains() {
+    [[ $1 == *"$2"* ]] ||
+        fail "${3:-missing substring}: $(_show "$2") not found in $(_show "$1")"
+}
+
+# assert_ok CMD...: run CMD; on non-zero exit fail with its stderr. CMD's
+# stdout passes through, so `out=$(assert_ok "$CACHALOT" list)` works (under
+# set -e the failed assignment then ends the test).
+assert_ok() {
+    local err rc=0
+    err=$(mktemp "$_E2E_ROOT/assert.err.XXXXXX")
+    "$@" 2>"$err" || rc=$?
+    if ((rc != 0)); then
+        fail "command failed (exit $rc): $* ; stderr: $(cat "$err")"
+    fi
+    cat "$err" >&2
+}
+
+# assert_fails CMD...: CMD must exit non-zero (and not by a signal) with exactly
+# one non-empty line on stderr, which is printed and left in $LAST_STDERR.
+assert_fails() {
+    local out err rc=0 nlines
+    out=$(mktemp "$_E2E_ROOT/assert.out.XXXXXX")
+    err=$(mktemp "$_E2E_ROOT/assert.err.XXXXXX")
+    "$@" >"$out" 2>"$err" || rc=$?
+    LAST_STDERR=$(cat "$err")
+    nlines=$(grep -c '' "$err" || true)
+    if ((rc == 0)); then
+        fail "expected failure, but succeeded: $*$(printf '\nstdout: %s' "$(cat "$out")")"
+    fi
+    if ((rc > 128)); then
+        fail "expected a clean failure, but killed by signal $((rc - 128)): $* ; stderr: $LAST_STDERR"
+    fi
+    if [[ -z ${LAST_STDERR//[[:space:]]/} ]]; then
+        fail "expected a one-line error on stderr, got none (exit $rc): $*"
+    fi
+    if ((nlines != 1)); then
+        fail "expected a one-line error on stderr, got $nlines lines (exit $rc): $*$(printf '\n%s' "$LAST_STDERR")"
+    fi
+    echo "  ok, fails (exit $rc): $* -> $LAST_STDERR"
+}
+
+# mktmp: create and print a fresh temp dir (removed when the test exits).
+# Safe in $(...): the cleanup removes the whole root, not a list.
+# (Note: `fail` inside $(...) only leaves the subshell; assert outside it.)
+mktmp() { mktemp -d "$_E2E_ROOT/tmp.XXXXXX"; }
+
+# _alive PID: true if PID runs and is not a zombie.
+_alive() {
+    local stat rest
+    [[ -n ${1:-} ]] || return 1
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+    rest=${stat##*) }
+    [[ ${rest%% *} != Z ]]
+}
+
+_daemon_log_tail() {
+    echo "---- last 30 lines of daemon.log ----" >&2
+    tail -n 30 "$ARTIFACTS/daemon.log" >&2 2>/dev/null || true
+}
+
+# start_daemon: start `cachalot serve` on $HOME_DIR (a temp dir by default,
+# kept across restarts), export CACHALOT_SOCKET, wait until it answers.
+start_daemon() {
+    [[ -x $CACHALOT ]] || fail "cachalot binary not found: $CACHALOT"
+    if _alive "$DAEMON_PID"; then
+        fail "start_daemon: daemon already running (pid $DAEMON_PID)"
+    fi
+    HOME_DIR=${HOME_DIR:-$(mktmp)}
+    export HOME_DIR
+    export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
+    DAEMON_STARTS=$((DAEMON_STARTS + 1))
+    echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
+    "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
+        --http 127.0.0.1:0 >>"$ARTIFACTS/daemon.log" 2>&1 &
+    DAEMON_PID=$!
+    local i
+    for ((i = 0; i < 200; i++)); do
+        if ! _alive "$DAEMON_PID"; then
+            local rc=0
+            wait "$DAEMON_PID" || rc=$?
+            DAEMON_PID=
+            _daemon_log_tail
+            fail "daemon exited during startup (exit $rc)"
+        fi
+        if "$CACHALOT" pool list >/dev/null 2>&1; then
+            note "daemon up (pid $DAEMON_PID, home $HOME_DIR)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    _daemon_log_tail
+    fail "daemon not ready after 20 s"
+}
+
+# stop_daemon: SIGTERM, wait up to 20 s, else SIGKILL and fail.
+# The daemon's exit status is left in $DAEMON_EXIT.
+stop_daemon() {
+    [[ -n $DAEMON_PID ]] || fail "stop_daemon: no daemon started"
+    local pid=$DAEMON_PID i
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 200; i++)); do
+        _alive "$pid" || break
+        sleep 0.1
+    done
+    if _alive "$pid"; then
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        DAEMON_PID=
+        _daemon_log_tail
+        fail "daemon did not exit within 20 s of SIGTERM (killed)"
+    fi
+    DAEMON_EXIT=0
+    wait "$pid" 2>/dev/null || DAEMON_EXIT=$?
+    DAEMON_PID=
+    note "daemon stopped (exit $DAEMON_EXIT)"
+}
+
+# kill9_daemon: SIGKILL the daemon (crash simulation) and reap it.
+kill9_daemon() {
+    [[ -n $DAEMON_PID ]] || fail "kill9_daemon: no daemon started"
+    kill -KILL "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+    DAEMON_PID=
+    note "daemon killed with SIGKILL"
+}
+
+_e2e_cleanup() {
+    local rc=$? i m
+    set +e
+    if _alive "$DAEMON_PID"; then
+        kill -TERM "$DAEMON_PID" 2>/dev/null
+        for ((i = 0; i < 50; i++)); do
+            _alive "$DAEMON_PID" || break
+            sleep 0.1
+        done
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    # Unmount anything (e.g. FUSE) left mounted under our temp root, deepest
+    # first, before removing it.
+    if [[ -d $_E2E_ROOT ]]; then
+        while read -r m; do
+            [[ -n $m ]] || continue
+            fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+        done < <(awk -v r="$_E2E_ROOT" '$2 == r || index($2, r "/") == 1 { print $2 }' \
+            /proc/self/mounts | sort -r)
+        rm -rf --one-file-system "$_E2E_ROOT"
+    fi
+    exit "$rc"
+}
+trap _e2e_cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
