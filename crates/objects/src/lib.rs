@@ -1,1 +1,10 @@
-//! placeholder
+//! The object layer: object sets of numbered objects, each a copy-on-write tree of
+//! records, written out atomically per transaction group; block reads through the
+//! adaptive replacement cache.
+
+pub mod cache;
+pub mod dnode;
+pub mod objset;
+
+pub use cache::{BlockCache, BlockKey};
+pub use objset::{traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, Result};

@@ -1,0 +1,1010 @@
+//! Object sets: numbered objects made of records, stored as copy-on-write trees of
+//! block pointers, changed in memory and written out once per transaction group.
+//!
+//! Big picture. Writers change records in the *open* layer of an object (whole
+//! records, read-modify-write for partial ones). When a transaction group syncs,
+//! every open layer becomes the *syncing* layer and a fresh open layer starts, so
+//! writers continue while the sync writes blocks. Readers look in the open layer,
+//! then the syncing layer, then the last synced tree. A truncate marks `free_from`
+//! in its layer: blocks at or past it in lower layers read as holes.
+//!
+//! Invariants:
+//! - Only `sync` changes a tree (`phys.root`, `nlevels`, `used`) and the object set's
+//!   meta-dnode; one sync runs at a time (`sync_lock`).
+//! - Blocks replaced by a sync are handed to the free callback; the pool keeps them
+//!   unallocated until the next commit, so a reader holding the old tree still reads
+//!   valid bytes.
+//! - An object id is reused only after the sync that freed its dnode.
+//! - Accounting (`used`, logical and physical bytes) changes only with births and
+//!   frees of blocks in sync, so it equals the sum over the tree at every commit.
+
+use crate::cache::BlockCache;
+use crate::dnode::*;
+use cachalot_pool::blkptr::BLKPTR_SIZE;
+use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Errors of the object layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjError {
+    #[error("no such object {0}")]
+    NoSuchObject(u64),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+}
+
+pub type Result<T> = std::result::Result<T, ObjError>;
+
+/// Space accounting of an object set, persisted in its root block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Allocated bytes, all copies, including metadata.
+    pub used: u64,
+    /// Logical bytes of all blocks.
+    pub logical: u64,
+    /// Physical (compressed) bytes of all blocks, one copy.
+    pub physical: u64,
+    /// Logical and physical bytes of data blocks only (for compressratio).
+    pub data_logical: u64,
+    pub data_physical: u64,
+}
+
+/// Properties the object layer honours.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjsetProps {
+    pub recordsize: u32,
+    pub compression: Compression,
+    /// primarycache=all (true) or metadata/none (false) for data blocks.
+    pub cache_data: bool,
+}
+
+impl Default for ObjsetProps {
+    fn default() -> Self {
+        ObjsetProps {
+            recordsize: 128 * 1024,
+            compression: Compression::Lz4,
+            cache_data: true,
+        }
+    }
+}
+
+/// Attributes of an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub id: u64,
+    pub otype: u8,
+    pub blksz: u32,
+    pub size: u64,
+    pub gen: u64,
+    pub bonus: [u8; BONUS_SIZE],
+}
+
+#[derive(Default)]
+struct Layer {
+    records: BTreeMap<u64, Arc<[u8]>>,
+    free_from: Option<u64>,
+}
+
+impl Layer {
+    /// Some(Some(rec)) found, Some(None) hole by truncate, None: look lower.
+    fn lookup(&self, blkid: u64) -> Option<Option<&Arc<[u8]>>> {
+        if let Some(r) = self.records.get(&blkid) {
+            return Some(Some(r));
+        }
+        if self.free_from.is_some_and(|f| blkid >= f) {
+            return Some(None);
+        }
+        None
+    }
+}
+
+struct ObjState {
+    /// Tree state as of the last sync.
+    phys: DnodePhys,
+    otype: u8,
+    blksz: u32,
+    size: u64,
+    gen: u64,
+    bonus: [u8; BONUS_SIZE],
+    open: Layer,
+    syncing: Option<Arc<Layer>>,
+    dirty: bool,
+    deleted: bool,
+    syncing_deleted: bool,
+}
+
+impl ObjState {
+    fn from_phys(phys: DnodePhys) -> Self {
+        ObjState {
+            otype: phys.otype,
+            blksz: phys.blksz,
+            size: phys.size,
+            gen: phys.gen,
+            bonus: phys.bonus,
+            phys,
+            open: Layer::default(),
+            syncing: None,
+            dirty: false,
+            deleted: false,
+            syncing_deleted: false,
+        }
+    }
+    fn info(&self, id: u64) -> ObjectInfo {
+        ObjectInfo {
+            id,
+            otype: self.otype,
+            blksz: self.blksz,
+            size: self.size,
+            gen: self.gen,
+            bonus: self.bonus,
+        }
+    }
+}
+
+struct Inner {
+    meta: DnodePhys,
+    root_bp: BlkPtr,
+    acct: Accounting,
+    objects: HashMap<u64, ObjState>,
+    dirty_bytes: u64,
+    syncing_bytes: u64,
+    next_id_hint: u64,
+    /// Txg of the open transaction group (object generations).
+    open_txg: u64,
+}
+
+/// An object set.
+pub struct ObjectSet {
+    cache: Arc<BlockCache>,
+    inner: Mutex<Inner>,
+    sync_lock: Mutex<()>,
+    props: RwLock<ObjsetProps>,
+}
+
+/// The callback that receives every block a sync releases.
+pub type FreeFn<'a> = &'a mut dyn FnMut(&BlkPtr);
+
+struct SyncCtx<'a> {
+    txg: u64,
+    free: FreeFn<'a>,
+    acct_add: Accounting,
+    acct_sub: Accounting,
+    compression: Compression,
+}
+
+impl SyncCtx<'_> {
+    fn born(&mut self, bp: &BlkPtr) {
+        add_acct(&mut self.acct_add, bp);
+    }
+    fn kill(&mut self, bp: &BlkPtr) {
+        if bp.is_hole() {
+            return;
+        }
+        add_acct(&mut self.acct_sub, bp);
+        (self.free)(bp);
+    }
+}
+
+fn add_acct(a: &mut Accounting, bp: &BlkPtr) {
+    if bp.is_hole() {
+        return;
+    }
+    a.used += bp.asize_total();
+    a.logical += bp.lsize as u64;
+    a.physical += bp.psize as u64;
+    if bp.block_type == BlockType::Data {
+        a.data_logical += bp.lsize as u64;
+        a.data_physical += bp.psize as u64;
+    }
+}
+
+fn resized(r: &Arc<[u8]>, blksz: u32) -> Arc<[u8]> {
+    if r.len() == blksz as usize {
+        return r.clone();
+    }
+    let mut v = r.to_vec();
+    v.resize(blksz as usize, 0);
+    v.into()
+}
+
+fn corrupt(bp: &BlkPtr, what: &str) -> ObjError {
+    ObjError::Pool(PoolError::Corrupt {
+        vdev: bp.dvas[0].vdev,
+        offset: bp.dvas[0].offset,
+        what: what.into(),
+    })
+}
+
+fn decode_ptrs(block: &[u8], bp: &BlkPtr) -> Result<Vec<BlkPtr>> {
+    if block.len() != INDIRECT_SIZE {
+        return Err(corrupt(bp, "indirect block has the wrong size"));
+    }
+    block
+        .chunks(BLKPTR_SIZE)
+        .map(|c| BlkPtr::decode(c).ok_or_else(|| corrupt(bp, "malformed block pointer")))
+        .collect()
+}
+
+impl ObjectSet {
+    /// A new, empty object set (not yet on disk).
+    pub fn create(cache: Arc<BlockCache>, props: ObjsetProps, txg: u64) -> Self {
+        let mut meta = DnodePhys::empty();
+        meta.otype = 1;
+        meta.blksz = DNODE_BLOCK_SIZE;
+        ObjectSet::assemble(cache, props, meta, BlkPtr::HOLE, Accounting::default(), txg)
+    }
+
+    /// Open an object set from its root block pointer.
+    pub fn open(cache: Arc<BlockCache>, props: ObjsetProps, root: &BlkPtr, txg: u64) -> Result<Self> {
+        if root.is_hole() {
+            return Ok(ObjectSet::create(cache, props, txg));
+        }
+        let block = cache.read(root, true)?;
+        let meta = decode_objset(&block).ok_or_else(|| corrupt(root, "malformed object set root"))?;
+        let mut acct = decode_acct(&block);
+        add_acct(&mut acct, root);
+        Ok(ObjectSet::assemble(cache, props, meta, *root, acct, txg))
+    }
+
+    fn assemble(
+        cache: Arc<BlockCache>,
+        props: ObjsetProps,
+        meta: DnodePhys,
+        root_bp: BlkPtr,
+        acct: Accounting,
+        txg: u64,
+    ) -> Self {
+        ObjectSet {
+            cache,
+            inner: Mutex::new(Inner {
+                meta,
+                root_bp,
+                acct,
+                objects: HashMap::new(),
+                dirty_bytes: 0,
+                syncing_bytes: 0,
+                next_id_hint: 1,
+                open_txg: txg,
+            }),
+            sync_lock: Mutex::new(()),
+            props: RwLock::new(props),
+        }
+    }
+
+    pub fn props(&self) -> ObjsetProps {
+        *self.props.read()
+    }
+    pub fn set_props(&self, p: ObjsetProps) {
+        *self.props.write() = p;
+    }
+    /// Root block pointer as of the last sync.
+    pub fn root_bp(&self) -> BlkPtr {
+        self.inner.lock().root_bp
+    }
+    /// Accounting as of the last sync.
+    pub fn accounting(&self) -> Accounting {
+        self.inner.lock().acct
+    }
+    /// Bytes changed in the open transaction group and in the one syncing.
+    pub fn dirty_bytes(&self) -> u64 {
+        let i = self.inner.lock();
+        i.dirty_bytes + i.syncing_bytes
+    }
+    pub fn is_dirty(&self) -> bool {
+        self.inner.lock().objects.values().any(|o| o.dirty)
+    }
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    /// Walk a tree to the pointer of level-0 block `blkid`.
+    fn lookup(&self, phys: &DnodePhys, blkid: u64) -> Result<BlkPtr> {
+        if phys.root.is_hole() || blkid >= phys.capacity() {
+            return Ok(BlkPtr::HOLE);
+        }
+        let mut bp = phys.root;
+        let mut level = phys.nlevels - 1;
+        while level > 0 {
+            let block = self.cache.read(&bp, true)?;
+            if block.len() != INDIRECT_SIZE {
+                return Err(corrupt(&bp, "indirect block has the wrong size"));
+            }
+            let idx = ((blkid / span(level - 1)) % PTRS_PER_INDIRECT) as usize;
+            let child = BlkPtr::decode(&block[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE])
+                .ok_or_else(|| corrupt(&bp, "malformed block pointer"))?;
+            if child.is_hole() {
+                return Ok(BlkPtr::HOLE);
+            }
+            bp = child;
+            level -= 1;
+        }
+        Ok(bp)
+    }
+
+    fn read_tree_record(&self, phys: &DnodePhys, blkid: u64, cache_data: bool) -> Result<Option<Arc<[u8]>>> {
+        let bp = self.lookup(phys, blkid)?;
+        if bp.is_hole() {
+            return Ok(None);
+        }
+        Ok(Some(self.cache.read(&bp, cache_data)?))
+    }
+
+    /// The dnode of `id` as of the last sync.
+    fn read_dnode(&self, meta: &DnodePhys, id: u64) -> Result<DnodePhys> {
+        let blkid = id / DNODES_PER_BLOCK;
+        let Some(block) = self.read_tree_record(meta, blkid, true)? else {
+            return Ok(DnodePhys::empty());
+        };
+        let slot = (id % DNODES_PER_BLOCK) as usize * DNODE_SIZE;
+        if block.len() < slot + DNODE_SIZE {
+            return Ok(DnodePhys::empty());
+        }
+        DnodePhys::decode(&block[slot..slot + DNODE_SIZE])
+            .ok_or_else(|| ObjError::Invalid(format!("object {id}: malformed dnode")))
+    }
+
+    /// Load an object's state into memory if needed.
+    fn load<'a>(&self, inner: &'a mut Inner, id: u64) -> Result<&'a mut ObjState> {
+        if id == 0 {
+            return Err(ObjError::NoSuchObject(0));
+        }
+        if !inner.objects.contains_key(&id) {
+            let phys = self.read_dnode(&inner.meta, id)?;
+            if phys.is_free() {
+                return Err(ObjError::NoSuchObject(id));
+            }
+            inner.objects.insert(id, ObjState::from_phys(phys));
+        }
+        let st = inner.objects.get_mut(&id).unwrap();
+        if st.deleted {
+            return Err(ObjError::NoSuchObject(id));
+        }
+        Ok(st)
+    }
+
+    /// Create an object of type `otype` (non-zero). Returns its id.
+    pub fn create_object(&self, otype: u8) -> Result<u64> {
+        if otype == 0 {
+            return Err(ObjError::Invalid("object type 0 is reserved".into()));
+        }
+        let mut inner = self.inner.lock();
+        let mut id = inner.next_id_hint.max(1);
+        loop {
+            if !inner.objects.contains_key(&id) && self.read_dnode(&inner.meta, id)?.is_free() {
+                break;
+            }
+            id += 1;
+        }
+        inner.next_id_hint = id + 1;
+        let gen = inner.open_txg;
+        let mut st = ObjState::from_phys(DnodePhys::empty());
+        st.otype = otype;
+        st.gen = gen;
+        st.blksz = MIN_BLOCK;
+        st.dirty = true;
+        inner.objects.insert(id, st);
+        Ok(id)
+    }
+
+    /// Delete an object and free its blocks at the next sync.
+    pub fn delete_object(&self, id: u64) -> Result<()> {
+        let mut inner = self.inner.lock();
+        let st = self.load(&mut inner, id)?;
+        let dropped: u64 = st.open.records.values().map(|r| r.len() as u64).sum();
+        st.open = Layer {
+            records: BTreeMap::new(),
+            free_from: Some(0),
+        };
+        st.deleted = true;
+        st.dirty = true;
+        st.size = 0;
+        inner.dirty_bytes -= dropped;
+        if id < inner.next_id_hint {
+            // The id becomes reusable after the sync; scanning from it is cheap.
+            inner.next_id_hint = id;
+        }
+        Ok(())
+    }
+
+    pub fn info(&self, id: u64) -> Result<ObjectInfo> {
+        let mut inner = self.inner.lock();
+        Ok(self.load(&mut inner, id)?.info(id))
+    }
+
+    pub fn exists(&self, id: u64) -> bool {
+        self.info(id).is_ok()
+    }
+
+    pub fn set_bonus(&self, id: u64, bonus: &[u8]) -> Result<()> {
+        if bonus.len() > BONUS_SIZE {
+            return Err(ObjError::Invalid("bonus too large".into()));
+        }
+        let mut inner = self.inner.lock();
+        let st = self.load(&mut inner, id)?;
+        st.bonus = [0; BONUS_SIZE];
+        st.bonus[..bonus.len()].copy_from_slice(bonus);
+        st.dirty = true;
+        Ok(())
+    }
+
+    /// The current record `blkid` of an object (None = hole), sized to its blksz.
+    fn get_record(&self, st: &ObjState, blkid: u64, cache_data: bool) -> Result<Option<Arc<[u8]>>> {
+        let layers = [Some(&st.open), st.syncing.as_deref()];
+        for layer in layers.into_iter().flatten() {
+            if let Some(hit) = layer.lookup(blkid) {
+                return Ok(hit.map(|r| resized(r, st.blksz)));
+            }
+        }
+        Ok(self
+            .read_tree_record(&st.phys, blkid, cache_data)?
+            .map(|r| resized(&r, st.blksz)))
+    }
+
+    fn put_record(inner_dirty: &mut u64, st: &mut ObjState, blkid: u64, rec: Arc<[u8]>) {
+        let len = rec.len() as u64;
+        if let Some(old) = st.open.records.insert(blkid, rec) {
+            *inner_dirty -= old.len() as u64;
+        }
+        *inner_dirty += len;
+        st.dirty = true;
+    }
+
+    /// Write `data` at `offset`, growing the object as needed.
+    pub fn write(&self, id: u64, offset: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|e| *e <= 1 << 60)
+            .ok_or_else(|| ObjError::Invalid("write beyond the maximum object size".into()))?;
+        let props = self.props();
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        self.load(inner, id)?;
+        let st = inner.objects.get_mut(&id).unwrap();
+        // Grow the block size while the object has a single block.
+        if end > st.blksz as u64 && st.blksz < props.recordsize && st.size <= st.blksz as u64 {
+            let new = (end.next_power_of_two().max(MIN_BLOCK as u64) as u32).min(props.recordsize);
+            if new > st.blksz {
+                let rec0 = self.get_record(st, 0, props.cache_data)?;
+                st.blksz = new;
+                if let Some(r) = rec0 {
+                    Self::put_record(&mut inner.dirty_bytes, st, 0, resized(&r, new));
+                }
+            }
+        }
+        let bs = st.blksz as u64;
+        let mut pos = offset;
+        while pos < end {
+            let blkid = pos / bs;
+            let rstart = blkid * bs;
+            let a = (pos - rstart) as usize;
+            let b = ((end - rstart).min(bs)) as usize;
+            let src = &data[(pos - offset) as usize..(pos - offset) as usize + (b - a)];
+            let rec: Arc<[u8]> = if a == 0 && b == bs as usize {
+                src.into()
+            } else {
+                let mut v = match self.get_record(st, blkid, props.cache_data)? {
+                    Some(r) => r.to_vec(),
+                    None => vec![0; bs as usize],
+                };
+                v[a..b].copy_from_slice(src);
+                v.into()
+            };
+            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
+            pos = rstart + b as u64;
+        }
+        st.size = st.size.max(end);
+        Ok(())
+    }
+
+    /// Read up to `len` bytes at `offset` (short at the end of the object).
+    pub fn read(&self, id: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let cache_data = self.props().cache_data;
+        let (bs, size, phys, mut pieces) = {
+            let mut inner = self.inner.lock();
+            let st = self.load(&mut inner, id)?;
+            let size = st.size;
+            if offset >= size || len == 0 {
+                return Ok(Vec::new());
+            }
+            let end = (offset + len as u64).min(size);
+            let bs = st.blksz as u64;
+            let mut pieces: Vec<(u64, Option<Option<Arc<[u8]>>>)> = Vec::new();
+            for blkid in offset / bs..end.div_ceil(bs) {
+                let mut found = None;
+                for layer in [Some(&st.open), st.syncing.as_deref()].into_iter().flatten() {
+                    if let Some(hit) = layer.lookup(blkid) {
+                        found = Some(hit.map(|r| resized(r, st.blksz)));
+                        break;
+                    }
+                }
+                pieces.push((blkid, found));
+            }
+            (bs, end, st.phys.clone(), pieces)
+        };
+        // Tree reads happen without the lock (see the module invariants).
+        let mut out = Vec::with_capacity((size - offset) as usize);
+        for (blkid, found) in pieces.iter_mut() {
+            let rec = match found.take() {
+                Some(r) => r,
+                None => self.read_tree_record(&phys, *blkid, cache_data)?.map(|r| resized(&r, bs as u32)),
+            };
+            let rstart = *blkid * bs;
+            let a = offset.max(rstart) - rstart;
+            let b = size.min(rstart + bs) - rstart;
+            match rec {
+                Some(r) => out.extend_from_slice(&r[a as usize..b as usize]),
+                None => out.resize(out.len() + (b - a) as usize, 0),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Set the object's length; bytes past it are gone, growing reads zeros.
+    pub fn truncate(&self, id: u64, size: u64) -> Result<()> {
+        let cache_data = self.props().cache_data;
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        self.load(inner, id)?;
+        let st = inner.objects.get_mut(&id).unwrap();
+        if size >= st.size {
+            st.size = size;
+            st.dirty = true;
+            return Ok(());
+        }
+        let bs = st.blksz as u64;
+        let first_gone = size.div_ceil(bs);
+        // Zero the tail of the partial last record.
+        if size % bs != 0 {
+            let blkid = size / bs;
+            if let Some(r) = self.get_record(st, blkid, cache_data)? {
+                let mut v = r.to_vec();
+                v[(size % bs) as usize..].fill(0);
+                Self::put_record(&mut inner.dirty_bytes, st, blkid, v.into());
+            }
+        }
+        let dropped: Vec<u64> = st.open.records.range(first_gone..).map(|(k, _)| *k).collect();
+        for k in dropped {
+            let r = st.open.records.remove(&k).unwrap();
+            inner.dirty_bytes -= r.len() as u64;
+        }
+        st.open.free_from = Some(st.open.free_from.map_or(first_gone, |f| f.min(first_gone)));
+        st.size = size;
+        st.dirty = true;
+        Ok(())
+    }
+
+    /// Ids of all live objects (synced or created since).
+    pub fn list_objects(&self) -> Result<Vec<u64>> {
+        let inner = self.inner.lock();
+        let max_synced = inner.meta.size / DNODE_SIZE as u64;
+        let mut ids: Vec<u64> = Vec::new();
+        for id in 1..max_synced {
+            if let Some(st) = inner.objects.get(&id) {
+                if !st.deleted {
+                    ids.push(id);
+                }
+            } else if !self.read_dnode(&inner.meta, id)?.is_free() {
+                ids.push(id);
+            }
+        }
+        for (id, st) in &inner.objects {
+            if *id >= max_synced.max(1) && !st.deleted {
+                ids.push(*id);
+            }
+        }
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Write out everything changed since the last sync as part of `txg`, handing
+    /// every replaced block to `free`. Returns the new root pointer.
+    pub fn sync(&self, txg: u64, free: FreeFn<'_>) -> Result<BlkPtr> {
+        let _one = self.sync_lock.lock();
+        let props = self.props();
+        // Phase 1: freeze the open layers.
+        struct Work {
+            id: u64,
+            layer: Arc<Layer>,
+            phys: DnodePhys,
+            otype: u8,
+            blksz: u32,
+            size: u64,
+            gen: u64,
+            bonus: [u8; BONUS_SIZE],
+            deleted: bool,
+        }
+        let (mut work, mut meta, old_root) = {
+            let mut inner = self.inner.lock();
+            let mut work = Vec::new();
+            for (id, st) in inner.objects.iter_mut() {
+                if !st.dirty {
+                    continue;
+                }
+                let layer = Arc::new(std::mem::take(&mut st.open));
+                st.syncing = Some(layer.clone());
+                st.dirty = false;
+                if st.deleted {
+                    st.syncing_deleted = true;
+                }
+                work.push(Work {
+                    id: *id,
+                    layer,
+                    phys: st.phys.clone(),
+                    otype: st.otype,
+                    blksz: st.blksz,
+                    size: st.size,
+                    gen: st.gen,
+                    bonus: st.bonus,
+                    deleted: st.deleted,
+                });
+            }
+            inner.syncing_bytes = inner.dirty_bytes;
+            inner.dirty_bytes = 0;
+            inner.open_txg = txg + 1;
+            if work.is_empty() && !inner.root_bp.is_hole() {
+                inner.syncing_bytes = 0;
+                return Ok(inner.root_bp);
+            }
+            (work, inner.meta.clone(), inner.root_bp)
+        };
+        work.sort_by_key(|w| w.id);
+        let mut ctx = SyncCtx {
+            txg,
+            free,
+            acct_add: Accounting::default(),
+            acct_sub: Accounting::default(),
+            compression: props.compression,
+        };
+        // Phase 2 and 3: write records, then rebuild each tree.
+        let mut new_phys: Vec<(u64, DnodePhys)> = Vec::new();
+        for w in &work {
+            let mut phys = w.phys.clone();
+            let before = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
+            if w.deleted {
+                self.free_subtree(&phys.root, phys.nlevels - 1, &mut ctx)?;
+                new_phys.push((w.id, DnodePhys::empty()));
+                continue;
+            }
+            let mut changes = Vec::with_capacity(w.layer.records.len());
+            for (blkid, rec) in &w.layer.records {
+                let mut rec = rec.clone();
+                if rec.len() != w.blksz as usize {
+                    rec = resized(&rec, w.blksz);
+                }
+                let bp = if ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0) {
+                    BlkPtr::HOLE
+                } else {
+                    let bp = self.cache.pool.write_block(
+                        txg,
+                        &rec,
+                        WriteOpts {
+                            compression: ctx.compression,
+                            block_type: BlockType::Data,
+                            level: 0,
+                            fill: 1,
+                        },
+                    )?;
+                    ctx.born(&bp);
+                    bp
+                };
+                changes.push((*blkid, bp));
+            }
+            // A block size change rewrites block 0; blocks of the old size must go.
+            let free_from = match (w.layer.free_from, phys.blksz != w.blksz && !phys.root.is_hole()) {
+                (f, true) => Some(f.unwrap_or(0).min(1)),
+                (f, false) => f,
+            };
+            if let Some(from) = free_from {
+                phys.root = self.free_range(&phys.root, phys.nlevels - 1, 0, from, &mut ctx)?;
+                if phys.root.is_hole() {
+                    phys.nlevels = 1;
+                }
+            }
+            self.apply_changes(&mut phys, &changes, &mut ctx)?;
+            let after = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
+            phys.used = (phys.used as i64 + after - before).max(0) as u64;
+            phys.otype = w.otype;
+            phys.blksz = w.blksz;
+            phys.size = w.size;
+            phys.gen = w.gen;
+            phys.bonus = w.bonus;
+            new_phys.push((w.id, phys));
+        }
+        // Write the changed dnodes into the meta-dnode.
+        let mut by_block: BTreeMap<u64, Vec<(u64, &DnodePhys)>> = BTreeMap::new();
+        for (id, p) in &new_phys {
+            by_block.entry(id / DNODES_PER_BLOCK).or_default().push((*id, p));
+        }
+        let mut meta_changes = Vec::new();
+        for (blkid, items) in by_block {
+            let mut block = match self.read_tree_record(&meta, blkid, true)? {
+                Some(b) => b.to_vec(),
+                None => vec![0u8; DNODE_BLOCK_SIZE as usize],
+            };
+            block.resize(DNODE_BLOCK_SIZE as usize, 0);
+            for (id, p) in items {
+                let slot = (id % DNODES_PER_BLOCK) as usize * DNODE_SIZE;
+                p.encode(&mut block[slot..slot + DNODE_SIZE]);
+            }
+            let bp = if block.iter().all(|b| *b == 0) {
+                BlkPtr::HOLE
+            } else {
+                let bp = self.cache.pool.write_block(
+                    txg,
+                    &block,
+                    WriteOpts {
+                        compression: Compression::Lz4,
+                        block_type: BlockType::Dnode,
+                        level: 0,
+                        fill: 1,
+                    },
+                )?;
+                ctx.born(&bp);
+                bp
+            };
+            meta_changes.push((blkid, bp));
+            meta.size = meta.size.max((blkid + 1) * DNODE_BLOCK_SIZE as u64);
+        }
+        self.apply_changes(&mut meta, &meta_changes, &mut ctx)?;
+        // The root block: header with accounting, then the meta-dnode.
+        let mut acct = self.inner.lock().acct;
+        ctx.kill(&old_root);
+        // The root block's own cost is counted after it is written.
+        let mut block = encode_objset(&meta);
+        let pending = sub_acct(add_accts(acct, ctx.acct_add), ctx.acct_sub);
+        encode_acct(&mut block, &pending);
+        let root = self.cache.pool.write_block(
+            txg,
+            &block,
+            WriteOpts {
+                compression: Compression::Lz4,
+                block_type: BlockType::Objset,
+                level: 0,
+                fill: 1,
+            },
+        )?;
+        ctx.born(&root);
+        acct = sub_acct(add_accts(acct, ctx.acct_add), ctx.acct_sub);
+        // The root block records accounting without itself; add it back on open.
+        let mut inner = self.inner.lock();
+        inner.meta = meta;
+        inner.root_bp = root;
+        inner.acct = acct;
+        inner.syncing_bytes = 0;
+        for (id, p) in new_phys {
+            let remove = {
+                let st = inner.objects.get_mut(&id).unwrap();
+                st.phys = p;
+                st.syncing = None;
+                let gone = st.syncing_deleted && st.deleted && !st.dirty;
+                st.syncing_deleted = false;
+                gone
+            };
+            if remove {
+                inner.objects.remove(&id);
+            }
+        }
+        Ok(root)
+    }
+
+    /// Replace level-0 pointers (sorted by blkid) in a tree, growing it as needed.
+    fn apply_changes(
+        &self,
+        phys: &mut DnodePhys,
+        changes: &[(u64, BlkPtr)],
+        ctx: &mut SyncCtx,
+    ) -> Result<()> {
+        let Some(&(max_blkid, _)) = changes.last() else {
+            return Ok(());
+        };
+        while max_blkid >= phys.capacity() {
+            if !phys.root.is_hole() {
+                let mut ptrs = vec![BlkPtr::HOLE; PTRS_PER_INDIRECT as usize];
+                ptrs[0] = phys.root;
+                phys.root = self.write_indirect(&ptrs, phys.nlevels, ctx)?;
+            }
+            phys.nlevels += 1;
+        }
+        phys.root = self.rewrite(&phys.root, phys.nlevels - 1, 0, changes, ctx)?;
+        Ok(())
+    }
+
+    fn write_indirect(&self, ptrs: &[BlkPtr], level: u8, ctx: &mut SyncCtx) -> Result<BlkPtr> {
+        let fill: u64 = ptrs.iter().map(|p| p.fill).sum();
+        if fill == 0 && ptrs.iter().all(|p| p.is_hole()) {
+            return Ok(BlkPtr::HOLE);
+        }
+        let mut block = vec![0u8; INDIRECT_SIZE];
+        for (i, p) in ptrs.iter().enumerate() {
+            p.encode(&mut block[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE]);
+        }
+        let bp = self.cache.pool.write_block(
+            ctx.txg,
+            &block,
+            WriteOpts {
+                compression: Compression::Lz4,
+                block_type: BlockType::Indirect,
+                level,
+                fill,
+            },
+        )?;
+        ctx.born(&bp);
+        Ok(bp)
+    }
+
+    fn read_ptrs(&self, bp: &BlkPtr) -> Result<Vec<BlkPtr>> {
+        if bp.is_hole() {
+            return Ok(vec![BlkPtr::HOLE; PTRS_PER_INDIRECT as usize]);
+        }
+        let block = self.cache.read(bp, true)?;
+        decode_ptrs(&block, bp)
+    }
+
+    fn rewrite(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        changes: &[(u64, BlkPtr)],
+        ctx: &mut SyncCtx,
+    ) -> Result<BlkPtr> {
+        if level == 0 {
+            ctx.kill(bp);
+            self.cache.forget(bp);
+            return Ok(changes[changes.len() - 1].1);
+        }
+        let mut ptrs = self.read_ptrs(bp)?;
+        let child_span = span(level - 1);
+        let mut i = 0;
+        while i < changes.len() {
+            let idx = (changes[i].0 - first) / child_span;
+            let mut j = i;
+            while j < changes.len() && (changes[j].0 - first) / child_span == idx {
+                j += 1;
+            }
+            let child_first = first + idx * child_span;
+            ptrs[idx as usize] = self.rewrite(&ptrs[idx as usize], level - 1, child_first, &changes[i..j], ctx)?;
+            i = j;
+        }
+        ctx.kill(bp);
+        self.cache.forget(bp);
+        self.write_indirect(&ptrs, level, ctx)
+    }
+
+    /// Free every block at or past level-0 index `from` under `bp`.
+    fn free_range(&self, bp: &BlkPtr, level: u8, first: u64, from: u64, ctx: &mut SyncCtx) -> Result<BlkPtr> {
+        if bp.is_hole() || first + span(level) <= from {
+            return Ok(*bp);
+        }
+        if first >= from {
+            self.free_subtree(bp, level, ctx)?;
+            return Ok(BlkPtr::HOLE);
+        }
+        let mut ptrs = self.read_ptrs(bp)?;
+        let child_span = span(level - 1);
+        for (i, p) in ptrs.iter_mut().enumerate() {
+            *p = self.free_range(p, level - 1, first + i as u64 * child_span, from, ctx)?;
+        }
+        ctx.kill(bp);
+        self.cache.forget(bp);
+        self.write_indirect(&ptrs, level, ctx)
+    }
+
+    fn free_subtree(&self, bp: &BlkPtr, level: u8, ctx: &mut SyncCtx) -> Result<()> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        if level > 0 {
+            for p in self.read_ptrs(bp)? {
+                self.free_subtree(&p, level - 1, ctx)?;
+            }
+        }
+        ctx.kill(bp);
+        self.cache.forget(bp);
+        Ok(())
+    }
+}
+
+fn add_accts(a: Accounting, b: Accounting) -> Accounting {
+    Accounting {
+        used: a.used + b.used,
+        logical: a.logical + b.logical,
+        physical: a.physical + b.physical,
+        data_logical: a.data_logical + b.data_logical,
+        data_physical: a.data_physical + b.data_physical,
+    }
+}
+
+fn sub_acct(a: Accounting, b: Accounting) -> Accounting {
+    Accounting {
+        used: a.used.saturating_sub(b.used),
+        logical: a.logical.saturating_sub(b.logical),
+        physical: a.physical.saturating_sub(b.physical),
+        data_logical: a.data_logical.saturating_sub(b.data_logical),
+        data_physical: a.data_physical.saturating_sub(b.data_physical),
+    }
+}
+
+fn encode_acct(block: &mut [u8], a: &Accounting) {
+    for (i, v) in [a.used, a.logical, a.physical, a.data_logical, a.data_physical]
+        .into_iter()
+        .enumerate()
+    {
+        block[8 + i * 8..16 + i * 8].copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// Accounting stored in a root block, plus the root block itself (which cannot
+/// record its own allocation).
+fn decode_acct(block: &[u8]) -> Accounting {
+    let v = |i: usize| u64::from_le_bytes(block[8 + i * 8..16 + i * 8].try_into().unwrap());
+    Accounting {
+        used: v(0),
+        logical: v(1),
+        physical: v(2),
+        data_logical: v(3),
+        data_physical: v(4),
+    }
+}
+
+/// Visit every block pointer reachable from an object set root (root first),
+/// reading indirect and dnode blocks to descend. The visitor returns false to
+/// skip descending below a pointer.
+pub fn traverse(
+    cache: &BlockCache,
+    root: &BlkPtr,
+    visit: &mut dyn FnMut(&BlkPtr) -> bool,
+) -> std::result::Result<(), PoolError> {
+    fn tree(cache: &BlockCache, bp: &BlkPtr, level: u8, visit: &mut dyn FnMut(&BlkPtr) -> bool, on_l0: &mut dyn FnMut(&[u8]) -> std::result::Result<(), PoolError>) -> std::result::Result<(), PoolError> {
+        if bp.is_hole() || !visit(bp) {
+            return Ok(());
+        }
+        if level == 0 {
+            if bp.block_type == BlockType::Dnode {
+                let data = cache.pool.read_block(bp)?;
+                on_l0(&data)?;
+            }
+            return Ok(());
+        }
+        let data = cache.pool.read_block(bp)?;
+        for c in data.chunks(BLKPTR_SIZE) {
+            if let Some(child) = BlkPtr::decode(c) {
+                tree(cache, &child, level - 1, visit, on_l0)?;
+            }
+        }
+        Ok(())
+    }
+    if root.is_hole() || !visit(root) {
+        return Ok(());
+    }
+    let block = cache.pool.read_block(root)?;
+    let Some(meta) = decode_objset(&block) else {
+        return Err(PoolError::Corrupt {
+            vdev: root.dvas[0].vdev,
+            offset: root.dvas[0].offset,
+            what: "malformed object set root".into(),
+        });
+    };
+    let mut dnodes: Vec<DnodePhys> = Vec::new();
+    tree(cache, &meta.root, meta.nlevels - 1, visit, &mut |data: &[u8]| {
+        for c in data.chunks(DNODE_SIZE) {
+            if let Some(d) = DnodePhys::decode(c) {
+                if !d.is_free() {
+                    dnodes.push(d);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    for d in dnodes {
+        tree(cache, &d.root, d.nlevels - 1, visit, &mut |_| Ok(()))?;
+    }
+    Ok(())
+}
