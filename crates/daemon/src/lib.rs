@@ -1,1 +1,149 @@
-//! placeholder
+//! The Cachalot daemon: owns the pools, keeps their list in its home directory, and
+//! serves the management API over a unix socket (JSON lines) and HTTP (same JSON, plus
+//! a status page). The CLI's client side lives here too ([`client`]).
+//!
+//! Invariants:
+//! - One daemon per home: an exclusive `flock` on `home/lock` and a live-socket check
+//!   stop a second daemon before it touches any pool.
+//! - SIGTERM/SIGINT export every pool cleanly, remove the socket and exit 0.
+//! - Signals are blocked in every thread and taken by one `sigwait` thread, so no
+//!   handler ever runs inside engine code.
+
+pub mod client;
+pub mod daemon;
+pub mod http;
+pub mod pattern;
+pub mod proto;
+pub mod size;
+pub mod state;
+pub mod unix;
+
+pub use daemon::Daemon;
+pub use proto::{Request, Response};
+pub use size::{format_size, parse_size};
+
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Options of `cachalot serve`.
+#[derive(Clone, Debug)]
+pub struct ServeOpts {
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    /// HTTP listen address; "127.0.0.1:0" picks a free port; "" or "none" disables.
+    pub http: String,
+    pub arc_max: u64,
+}
+
+impl Default for ServeOpts {
+    fn default() -> Self {
+        let home = client::default_home();
+        ServeOpts {
+            socket: home.join("cachalot.sock"),
+            home,
+            http: "127.0.0.1:7470".into(),
+            arc_max: state::default_arc_max(),
+        }
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc signal-set manipulation on a zeroed, then initialised set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig: libc::c_int = 0;
+    loop {
+        // SAFETY: `set` is a valid initialised signal set; `sig` is a valid out pointer.
+        let r = unsafe { libc::sigwait(set, &mut sig) };
+        if r == 0 {
+            return sig;
+        }
+    }
+}
+
+/// Run the daemon in the foreground until SIGTERM/SIGINT. Must be called before any
+/// other thread is started (signals are blocked here and inherited by every thread).
+pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
+    let sigset = block_signals();
+    let home = &opts.home;
+    if !home.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(home)
+            .map_err(|e| anyhow::anyhow!("{}: cannot create home: {e}", home.display()))?;
+    }
+    let home = std::fs::canonicalize(home)?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(home.join("lock"))
+        .map_err(|e| anyhow::anyhow!("{}/lock: {e}", home.display()))?;
+    // SAFETY: flock on a file descriptor we own for the whole process lifetime.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        anyhow::bail!(
+            "{}: another cachalot daemon is using this home",
+            home.display()
+        );
+    }
+    let socket = opts.socket.clone();
+    let listener = unix::bind_socket(&socket)?;
+    let daemon = match Daemon::open(&home, opts.arc_max) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            let _ = std::fs::remove_file(&socket);
+            return Err(e);
+        }
+    };
+    let addr_file = home.join("http.addr");
+    let http = opts.http.trim();
+    if !http.is_empty() && http != "none" && http != "off" {
+        match http::start_http(http, daemon.clone()) {
+            Ok(addr) => {
+                eprintln!("http listening on {addr}");
+                if let Err(e) =
+                    state::write_atomic(&addr_file, format!("{addr}\n").as_bytes(), 0o644)
+                {
+                    eprintln!("cachalot: {}: {e}", addr_file.display());
+                }
+            }
+            Err(e) => {
+                daemon.shutdown();
+                let _ = std::fs::remove_file(&socket);
+                return Err(e);
+            }
+        }
+    } else {
+        let _ = std::fs::remove_file(&addr_file);
+    }
+    eprintln!("cachalot: serving on {}", socket.display());
+    {
+        let daemon = daemon.clone();
+        let socket = socket.clone();
+        std::thread::Builder::new()
+            .name("cachalot-signals".into())
+            .spawn(move || {
+                let sig = wait_signal(&sigset);
+                eprintln!("cachalot: signal {sig}: exporting pools and exiting");
+                daemon.shutdown();
+                let _ = std::fs::remove_file(&socket);
+                let _ = std::fs::remove_file(&addr_file);
+                drop(lock);
+                std::process::exit(0);
+            })?;
+    }
+    unix::serve_unix(listener, daemon);
+    Ok(())
+}

@@ -1,1 +1,16 @@
-//! placeholder
+//! The dataset layer: a tree of named datasets with inherited properties and exact
+//! space accounting, the transaction group engine that commits them atomically, the
+//! internal data path (objects of a dataset) and scrub.
+
+pub mod catalog;
+pub mod dataset;
+pub mod error;
+pub mod props;
+pub mod scrub;
+pub mod store;
+
+pub use catalog::DatasetKind;
+pub use dataset::Dataset;
+pub use error::{Result, StoreError};
+pub use scrub::ScrubStatus;
+pub use store::{DatasetInfo, PoolStatusInfo, PropRow, SpaceInfoSer, Store, StoreOpts};

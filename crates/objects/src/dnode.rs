@@ -128,7 +128,8 @@ pub fn encode_objset(meta: &DnodePhys) -> Vec<u8> {
 }
 
 pub fn decode_objset(b: &[u8]) -> Option<DnodePhys> {
-    if b.len() < OBJSET_BLOCK_SIZE || u32::from_le_bytes(b[0..4].try_into().unwrap()) != OBJSET_MAGIC
+    if b.len() < OBJSET_BLOCK_SIZE
+        || u32::from_le_bytes(b[0..4].try_into().unwrap()) != OBJSET_MAGIC
     {
         return None;
     }

@@ -239,12 +239,18 @@ impl ObjectSet {
     }
 
     /// Open an object set from its root block pointer.
-    pub fn open(cache: Arc<BlockCache>, props: ObjsetProps, root: &BlkPtr, txg: u64) -> Result<Self> {
+    pub fn open(
+        cache: Arc<BlockCache>,
+        props: ObjsetProps,
+        root: &BlkPtr,
+        txg: u64,
+    ) -> Result<Self> {
         if root.is_hole() {
             return Ok(ObjectSet::create(cache, props, txg));
         }
         let block = cache.read(root, true)?;
-        let meta = decode_objset(&block).ok_or_else(|| corrupt(root, "malformed object set root"))?;
+        let meta =
+            decode_objset(&block).ok_or_else(|| corrupt(root, "malformed object set root"))?;
         let mut acct = decode_acct(&block);
         add_acct(&mut acct, root);
         Ok(ObjectSet::assemble(cache, props, meta, *root, acct, txg))
@@ -325,7 +331,12 @@ impl ObjectSet {
         Ok(bp)
     }
 
-    fn read_tree_record(&self, phys: &DnodePhys, blkid: u64, cache_data: bool) -> Result<Option<Arc<[u8]>>> {
+    fn read_tree_record(
+        &self,
+        phys: &DnodePhys,
+        blkid: u64,
+        cache_data: bool,
+    ) -> Result<Option<Arc<[u8]>>> {
         let bp = self.lookup(phys, blkid)?;
         if bp.is_hole() {
             return Ok(None);
@@ -518,7 +529,10 @@ impl ObjectSet {
             let mut pieces: Vec<(u64, Option<Option<Arc<[u8]>>>)> = Vec::new();
             for blkid in offset / bs..end.div_ceil(bs) {
                 let mut found = None;
-                for layer in [Some(&st.open), st.syncing.as_deref()].into_iter().flatten() {
+                for layer in [Some(&st.open), st.syncing.as_deref()]
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(hit) = layer.lookup(blkid) {
                         found = Some(hit.map(|r| resized(r, st.blksz)));
                         break;
@@ -533,7 +547,9 @@ impl ObjectSet {
         for (blkid, found) in pieces.iter_mut() {
             let rec = match found.take() {
                 Some(r) => r,
-                None => self.read_tree_record(&phys, *blkid, cache_data)?.map(|r| resized(&r, bs as u32)),
+                None => self
+                    .read_tree_record(&phys, *blkid, cache_data)?
+                    .map(|r| resized(&r, bs as u32)),
             };
             let rstart = *blkid * bs;
             let a = offset.max(rstart) - rstart;
@@ -569,7 +585,12 @@ impl ObjectSet {
                 Self::put_record(&mut inner.dirty_bytes, st, blkid, v.into());
             }
         }
-        let dropped: Vec<u64> = st.open.records.range(first_gone..).map(|(k, _)| *k).collect();
+        let dropped: Vec<u64> = st
+            .open
+            .records
+            .range(first_gone..)
+            .map(|(k, _)| *k)
+            .collect();
         for k in dropped {
             let r = st.open.records.remove(&k).unwrap();
             inner.dirty_bytes -= r.len() as u64;
@@ -697,7 +718,10 @@ impl ObjectSet {
                 changes.push((*blkid, bp));
             }
             // A block size change rewrites block 0; blocks of the old size must go.
-            let free_from = match (w.layer.free_from, phys.blksz != w.blksz && !phys.root.is_hole()) {
+            let free_from = match (
+                w.layer.free_from,
+                phys.blksz != w.blksz && !phys.root.is_hole(),
+            ) {
                 (f, true) => Some(f.unwrap_or(0).min(1)),
                 (f, false) => f,
             };
@@ -720,7 +744,10 @@ impl ObjectSet {
         // Write the changed dnodes into the meta-dnode.
         let mut by_block: BTreeMap<u64, Vec<(u64, &DnodePhys)>> = BTreeMap::new();
         for (id, p) in &new_phys {
-            by_block.entry(id / DNODES_PER_BLOCK).or_default().push((*id, p));
+            by_block
+                .entry(id / DNODES_PER_BLOCK)
+                .or_default()
+                .push((*id, p));
         }
         let mut meta_changes = Vec::new();
         for (blkid, items) in by_block {
@@ -870,7 +897,13 @@ impl ObjectSet {
                 j += 1;
             }
             let child_first = first + idx * child_span;
-            ptrs[idx as usize] = self.rewrite(&ptrs[idx as usize], level - 1, child_first, &changes[i..j], ctx)?;
+            ptrs[idx as usize] = self.rewrite(
+                &ptrs[idx as usize],
+                level - 1,
+                child_first,
+                &changes[i..j],
+                ctx,
+            )?;
             i = j;
         }
         ctx.kill(bp);
@@ -879,7 +912,14 @@ impl ObjectSet {
     }
 
     /// Free every block at or past level-0 index `from` under `bp`.
-    fn free_range(&self, bp: &BlkPtr, level: u8, first: u64, from: u64, ctx: &mut SyncCtx) -> Result<BlkPtr> {
+    fn free_range(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        from: u64,
+        ctx: &mut SyncCtx,
+    ) -> Result<BlkPtr> {
         if bp.is_hole() || first + span(level) <= from {
             return Ok(*bp);
         }
@@ -933,9 +973,15 @@ fn sub_acct(a: Accounting, b: Accounting) -> Accounting {
 }
 
 fn encode_acct(block: &mut [u8], a: &Accounting) {
-    for (i, v) in [a.used, a.logical, a.physical, a.data_logical, a.data_physical]
-        .into_iter()
-        .enumerate()
+    for (i, v) in [
+        a.used,
+        a.logical,
+        a.physical,
+        a.data_logical,
+        a.data_physical,
+    ]
+    .into_iter()
+    .enumerate()
     {
         block[8 + i * 8..16 + i * 8].copy_from_slice(&v.to_le_bytes());
     }
@@ -962,7 +1008,13 @@ pub fn traverse(
     root: &BlkPtr,
     visit: &mut dyn FnMut(&BlkPtr) -> bool,
 ) -> std::result::Result<(), PoolError> {
-    fn tree(cache: &BlockCache, bp: &BlkPtr, level: u8, visit: &mut dyn FnMut(&BlkPtr) -> bool, on_l0: &mut dyn FnMut(&[u8]) -> std::result::Result<(), PoolError>) -> std::result::Result<(), PoolError> {
+    fn tree(
+        cache: &BlockCache,
+        bp: &BlkPtr,
+        level: u8,
+        visit: &mut dyn FnMut(&BlkPtr) -> bool,
+        on_l0: &mut dyn FnMut(&[u8]) -> std::result::Result<(), PoolError>,
+    ) -> std::result::Result<(), PoolError> {
         if bp.is_hole() || !visit(bp) {
             return Ok(());
         }
@@ -993,16 +1045,22 @@ pub fn traverse(
         });
     };
     let mut dnodes: Vec<DnodePhys> = Vec::new();
-    tree(cache, &meta.root, meta.nlevels - 1, visit, &mut |data: &[u8]| {
-        for c in data.chunks(DNODE_SIZE) {
-            if let Some(d) = DnodePhys::decode(c) {
-                if !d.is_free() {
-                    dnodes.push(d);
+    tree(
+        cache,
+        &meta.root,
+        meta.nlevels - 1,
+        visit,
+        &mut |data: &[u8]| {
+            for c in data.chunks(DNODE_SIZE) {
+                if let Some(d) = DnodePhys::decode(c) {
+                    if !d.is_free() {
+                        dnodes.push(d);
+                    }
                 }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     for d in dnodes {
         tree(cache, &d.root, d.nlevels - 1, visit, &mut |_| Ok(()))?;
     }

@@ -89,8 +89,9 @@ pub fn decompress(alg: Compression, data: &[u8], lsize: usize) -> Result<Vec<u8>
     };
     let out = match alg {
         Compression::Off => return Ok(data.to_vec()),
-        Compression::Lz4 => lz4_flex::block::decompress(data, lsize)
-            .map_err(|e| bad(format!("lz4: {e}")))?,
+        Compression::Lz4 => {
+            lz4_flex::block::decompress(data, lsize).map_err(|e| bad(format!("lz4: {e}")))?
+        }
         Compression::Zstd(_) => {
             zstd::bulk::decompress(data, lsize).map_err(|e| bad(format!("zstd: {e}")))?
         }

@@ -27,7 +27,11 @@ pub enum PoolError {
     #[error("checksum error: block at vdev {vdev} offset {offset:#x} is corrupt in every copy")]
     Checksum { vdev: u32, offset: u64 },
     #[error("corrupt block at vdev {vdev} offset {offset:#x}: {what}")]
-    Corrupt { vdev: u32, offset: u64, what: String },
+    Corrupt {
+        vdev: u32,
+        offset: u64,
+        what: String,
+    },
     #[error("pool is suspended after a failed commit: {0}")]
     Suspended(String),
 }

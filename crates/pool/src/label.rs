@@ -105,7 +105,10 @@ pub struct LabelHeader {
 
 pub fn encode_header(h: &LabelHeader) -> Vec<u8> {
     let json = serde_json::to_vec(h).expect("label header serializes");
-    assert!(json.len() + 48 <= LABEL_HEADER_SIZE, "pool config too large");
+    assert!(
+        json.len() + 48 <= LABEL_HEADER_SIZE,
+        "pool config too large"
+    );
     let mut out = vec![0u8; LABEL_HEADER_SIZE];
     out[0..8].copy_from_slice(LABEL_MAGIC);
     out[8..12].copy_from_slice(&LABEL_VERSION.to_le_bytes());

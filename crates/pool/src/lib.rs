@@ -24,4 +24,6 @@ pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, SimDevice};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, Uberblock, VdevKind};
-pub use pool::{parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec, WriteOpts};
+pub use pool::{
+    parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec, WriteOpts,
+};

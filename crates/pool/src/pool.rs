@@ -188,6 +188,8 @@ pub struct Pool {
     space: Mutex<SpaceState>,
     last_ub: Mutex<Uberblock>,
     suspended: Mutex<Option<String>>,
+    /// While set (scrub running), freed space is not made allocatable again.
+    hold_frees: std::sync::atomic::AtomicBool,
     disk_ops: Stat,
 }
 
@@ -354,17 +356,57 @@ impl Pool {
             }
             opened.push(group);
         }
-        let sector = 1u64 << opts.ashift;
+        let groups = specs.iter().map(|s| s.kind).zip(opened).collect();
+        Pool::create_from(name, groups, opts.ashift)
+    }
+
+    /// Create a pool on already-open devices (simulated devices in tests).
+    pub fn create_on_devices(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        mirror: bool,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let with_paths: Vec<(PathBuf, Arc<dyn BlockDevice>)> = devices
+            .into_iter()
+            .map(|d| (d.path().to_path_buf(), d))
+            .collect();
+        for (p, d) in &with_paths {
+            if d.size() < MIN_DEVICE_SIZE {
+                return Err(PoolError::TooSmall {
+                    path: p.clone(),
+                    size: d.size(),
+                    min: MIN_DEVICE_SIZE,
+                });
+            }
+        }
+        let groups = if mirror {
+            vec![(VdevKind::Mirror, with_paths)]
+        } else {
+            with_paths
+                .into_iter()
+                .map(|d| (VdevKind::Disk, vec![d]))
+                .collect()
+        };
+        Pool::create_from(name, groups, ashift)
+    }
+
+    fn create_from(
+        name: &str,
+        groups: Vec<(VdevKind, Vec<(PathBuf, Arc<dyn BlockDevice>)>)>,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let sector = 1u64 << ashift;
         let mut config = PoolConfig {
             version: LABEL_VERSION,
             name: name.to_string(),
             guid: new_guid(),
-            ashift: opts.ashift,
+            ashift,
             config_txg: 1,
             vdevs: vec![],
         };
         let mut tops = Vec::new();
-        for (id, (spec, group)) in specs.iter().zip(opened).enumerate() {
+        for (id, (kind, group)) in groups.into_iter().enumerate() {
             let asize = group
                 .iter()
                 .map(|(_, d)| leaf_data_size(d.size()))
@@ -384,7 +426,7 @@ impl Pool {
             let top = TopVdev {
                 id: id as u32,
                 guid: new_guid(),
-                kind: spec.kind,
+                kind,
                 asize,
                 leaves,
             };
@@ -446,6 +488,7 @@ impl Pool {
             space: Mutex::new(space),
             last_ub: Mutex::new(ub),
             suspended: Mutex::new(None),
+            hold_frees: std::sync::atomic::AtomicBool::new(false),
             disk_ops: cachalot_analytics::global().stat("disk.ops", &["device", "op"]),
         }
     }
@@ -651,48 +694,48 @@ impl Pool {
         let mut allocated: Vec<RangeSet> = tops.iter().map(|_| RangeSet::new()).collect();
         let mut log_blocks = 0;
         let mut log_records = 0;
-        let mut apply_chain = |head: &BlkPtr, allocated: &mut Vec<RangeSet>, count: bool| -> Result<()> {
-            let mut chain = Vec::new();
-            let mut bp = *head;
-            while !bp.is_hole() {
-                let data = self.read_block(&bp)?;
-                let (prev, recs) = spacemap::decode_block(&data).ok_or_else(|| {
-                    PoolError::Corrupt {
-                        vdev: bp.dvas[0].vdev,
-                        offset: bp.dvas[0].offset,
-                        what: "malformed space map block".into(),
-                    }
-                })?;
-                chain.push(recs);
-                bp = prev;
-                if chain.len() > 1_000_000 {
-                    return Err(PoolError::Import("space map chain loops".into()));
-                }
-            }
-            for recs in chain.into_iter().rev() {
-                if count {
-                    log_blocks += 1;
-                    log_records += recs.len() as u64;
-                }
-                for r in recs {
-                    let set = allocated.get_mut(r.vdev as usize).ok_or_else(|| {
-                        PoolError::Import(format!("space map names unknown vdev {}", r.vdev))
-                    })?;
-                    let ok = if r.alloc {
-                        set.insert(r.offset, r.len)
-                    } else {
-                        set.remove(r.offset, r.len)
-                    };
-                    if !ok {
-                        return Err(PoolError::Import(format!(
-                            "space map is inconsistent at vdev {} offset {:#x}",
-                            r.vdev, r.offset
-                        )));
+        let mut apply_chain =
+            |head: &BlkPtr, allocated: &mut Vec<RangeSet>, count: bool| -> Result<()> {
+                let mut chain = Vec::new();
+                let mut bp = *head;
+                while !bp.is_hole() {
+                    let data = self.read_block(&bp)?;
+                    let (prev, recs) =
+                        spacemap::decode_block(&data).ok_or_else(|| PoolError::Corrupt {
+                            vdev: bp.dvas[0].vdev,
+                            offset: bp.dvas[0].offset,
+                            what: "malformed space map block".into(),
+                        })?;
+                    chain.push(recs);
+                    bp = prev;
+                    if chain.len() > 1_000_000 {
+                        return Err(PoolError::Import("space map chain loops".into()));
                     }
                 }
-            }
-            Ok(())
-        };
+                for recs in chain.into_iter().rev() {
+                    if count {
+                        log_blocks += 1;
+                        log_records += recs.len() as u64;
+                    }
+                    for r in recs {
+                        let set = allocated.get_mut(r.vdev as usize).ok_or_else(|| {
+                            PoolError::Import(format!("space map names unknown vdev {}", r.vdev))
+                        })?;
+                        let ok = if r.alloc {
+                            set.insert(r.offset, r.len)
+                        } else {
+                            set.remove(r.offset, r.len)
+                        };
+                        if !ok {
+                            return Err(PoolError::Import(format!(
+                                "space map is inconsistent at vdev {} offset {:#x}",
+                                r.vdev, r.offset
+                            )));
+                        }
+                    }
+                }
+                Ok(())
+            };
         apply_chain(&ub.sm_base, &mut allocated, false)?;
         apply_chain(&ub.sm_head, &mut allocated, true)?;
         let vdevs = tops
@@ -850,8 +893,11 @@ impl Pool {
         for d in dvas.iter().filter(|d| !d.is_empty()) {
             let t0 = Instant::now();
             tops[d.vdev as usize].write(&buf, d.offset)?;
-            self.disk_ops
-                .record(&[format!("vdev{}", d.vdev).as_str(), "write"], asize as u64, t0.elapsed());
+            self.disk_ops.record(
+                &[format!("vdev{}", d.vdev).as_str(), "write"],
+                asize as u64,
+                t0.elapsed(),
+            );
         }
         Ok(BlkPtr {
             dvas,
@@ -894,8 +940,11 @@ impl Pool {
             }
             let t0 = Instant::now();
             let r = top.read_verified(d.offset, d.asize as usize, &verify);
-            self.disk_ops
-                .record(&[format!("vdev{}", d.vdev).as_str(), "read"], d.asize as u64, t0.elapsed());
+            self.disk_ops.record(
+                &[format!("vdev{}", d.vdev).as_str(), "read"],
+                d.asize as u64,
+                t0.elapsed(),
+            );
             match r {
                 Ok(buf) => {
                     for f in failed {
@@ -921,15 +970,18 @@ impl Pool {
             return Ok(vec![0; bp.lsize as usize]);
         }
         let phys = self.read_physical(bp)?;
-        decompress(bp.compression, &phys[..bp.psize as usize], bp.lsize as usize).map_err(|e| {
-            match e {
-                PoolError::Corrupt { what, .. } => PoolError::Corrupt {
-                    vdev: bp.dvas[0].vdev,
-                    offset: bp.dvas[0].offset,
-                    what,
-                },
-                e => e,
-            }
+        decompress(
+            bp.compression,
+            &phys[..bp.psize as usize],
+            bp.lsize as usize,
+        )
+        .map_err(|e| match e {
+            PoolError::Corrupt { what, .. } => PoolError::Corrupt {
+                vdev: bp.dvas[0].vdev,
+                offset: bp.dvas[0].offset,
+                what,
+            },
+            e => e,
         })
     }
 
@@ -1008,7 +1060,8 @@ impl Pool {
         }
         let total = records.len() + 2 * nblocks;
         let mut sizes = vec![spacemap::MAX_BLOCK; nblocks];
-        sizes[nblocks - 1] = spacemap::block_size(total - (nblocks - 1) * spacemap::PER_BLOCK, sector);
+        sizes[nblocks - 1] =
+            spacemap::block_size(total - (nblocks - 1) * spacemap::PER_BLOCK, sector);
         let mut dvas_list = Vec::new();
         for sz in &sizes {
             let before = self.space.lock().txg_records.len();
@@ -1077,20 +1130,32 @@ impl Pool {
             return Ok((new_head, base));
         }
         // Condense: free the old chains, then write every allocated range as a new base.
-        for bp in self.chain_blocks(&head)?.into_iter().chain(self.chain_blocks(&base)?) {
+        for bp in self
+            .chain_blocks(&head)?
+            .into_iter()
+            .chain(self.chain_blocks(&base)?)
+        {
             self.free_block(&bp);
         }
         // Reserve the base's blocks first so the dump includes them: an upper bound
         // on the records is the current count plus two per block.
-        let n_now: usize = self.space.lock().vdevs.iter().map(|v| v.allocated.len()).sum();
+        let n_now: usize = self
+            .space
+            .lock()
+            .vdevs
+            .iter()
+            .map(|v| v.allocated.len())
+            .sum();
         let mut nblocks = 1usize;
         while n_now + 2 * nblocks > nblocks * spacemap::PER_BLOCK {
             nblocks += 1;
         }
         let sector = self.sector_size();
         let mut sizes = vec![spacemap::MAX_BLOCK; nblocks];
-        sizes[nblocks - 1] =
-            spacemap::block_size(n_now + 2 * nblocks - (nblocks - 1) * spacemap::PER_BLOCK, sector);
+        sizes[nblocks - 1] = spacemap::block_size(
+            n_now + 2 * nblocks - (nblocks - 1) * spacemap::PER_BLOCK,
+            sector,
+        );
         let mut dvas_list = Vec::new();
         for sz in &sizes {
             dvas_list.push(self.allocate(*sz as u64, 2)?);
@@ -1134,7 +1199,10 @@ impl Pool {
                 checksum: checksum(&data),
             };
         }
-        debug_assert!(chunks.next().is_none(), "space map base overflowed its blocks");
+        debug_assert!(
+            chunks.next().is_none(),
+            "space map base overflowed its blocks"
+        );
         let mut s = self.space.lock();
         s.log_blocks = 0;
         s.log_records = 0;
@@ -1209,7 +1277,7 @@ impl Pool {
             s.log_records += n_records;
         }
         // Frees of txg-1 (and older) become allocatable now that txg is durable.
-        while s.defer.front().is_some_and(|(t, _)| *t < txg) {
+        while !self.hold_frees.load(Relaxed) && s.defer.front().is_some_and(|(t, _)| *t < txg) {
             let (_, recs) = s.defer.pop_front().unwrap();
             for r in recs {
                 if let Some(v) = s.vdevs.get_mut(r.vdev as usize) {
@@ -1336,7 +1404,9 @@ impl Pool {
                 });
             }
         }
-        self.vdevs.write().extend(new_tops.into_iter().map(Arc::new));
+        self.vdevs
+            .write()
+            .extend(new_tops.into_iter().map(Arc::new));
         *self.config.write() = cfg.clone();
         self.rewrite_label_headers()?;
         Ok(())
@@ -1417,6 +1487,19 @@ impl Pool {
         } else {
             "ONLINE"
         }
+    }
+
+    /// Hold freed space back from reuse (while a scrub walks an older tree).
+    pub fn hold_frees(&self, hold: bool) {
+        self.hold_frees.store(hold, Relaxed);
+    }
+
+    /// Blocks of the committed space map (base and log chains), for scrub.
+    pub fn spacemap_blocks(&self) -> Result<Vec<BlkPtr>> {
+        let ub = self.uberblock();
+        let mut v = self.chain_blocks(&ub.sm_head)?;
+        v.extend(self.chain_blocks(&ub.sm_base)?);
+        Ok(v)
     }
 
     /// Flush every device (used before export).

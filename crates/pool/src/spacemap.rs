@@ -34,7 +34,8 @@ pub struct Record {
 
 impl Record {
     fn encode(&self, out: &mut [u8]) {
-        let w0 = ((self.alloc as u64) << 63) | ((self.vdev as u64 & 0x7fff) << 48) | (self.offset >> 9);
+        let w0 =
+            ((self.alloc as u64) << 63) | ((self.vdev as u64 & 0x7fff) << 48) | (self.offset >> 9);
         out[0..8].copy_from_slice(&w0.to_le_bytes());
         out[8..16].copy_from_slice(&self.len.to_le_bytes());
     }
@@ -90,8 +91,18 @@ mod tests {
     #[test]
     fn roundtrip() {
         let recs = vec![
-            Record { alloc: true, vdev: 3, offset: 4096 * 1000, len: 8192 },
-            Record { alloc: false, vdev: 0, offset: 512, len: 512 },
+            Record {
+                alloc: true,
+                vdev: 3,
+                offset: 4096 * 1000,
+                len: 8192,
+            },
+            Record {
+                alloc: false,
+                vdev: 0,
+                offset: 512,
+                len: 512,
+            },
         ];
         let b = encode_block(5, &BlkPtr::HOLE, &recs, block_size(2, 4096));
         let (p, r) = decode_block(&b).unwrap();

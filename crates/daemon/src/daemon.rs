@@ -1,0 +1,1149 @@
+//! The daemon core: owns every imported pool (`Store`) and answers requests. Both
+//! transports (unix socket, HTTP) call [`Daemon::handle`].
+//!
+//! Invariants:
+//! - `handle` never panics and never blocks other clients for long: a panic in an op is
+//!   caught and returned as an error; the pool map lock is held only to look a store up
+//!   (ops run on a cloned `Arc<Store>`), and `pool.scrub` with `wait` polls without
+//!   holding any lock.
+//! - Changes to the set of pools (create, import, export, destroy, add) are serialized
+//!   by the `admin` mutex, and each is followed by an atomic rewrite of `pools.json`,
+//!   so the file always lists exactly the pools this daemon owns.
+//! - A pool listed in `pools.json` that fails to import stays listed as UNAVAIL (with
+//!   the error) until it is imported or exported; it is never dropped silently.
+//! - All input is validated here before it reaches the engine (names, sizes, paths,
+//!   argument types); dataset names map to a pool by their first component.
+
+use crate::pattern;
+use crate::proto::{
+    self, pool_of, validate_dataset_name, validate_pool_name, Args, Request, Response,
+};
+use crate::size::format_size;
+use crate::state::{self, PoolRecord, StateFile};
+use cachalot_datasets::{DatasetInfo, DatasetKind, Store, StoreError, StoreOpts};
+use cachalot_pool::{parse_vdev_spec, CreateOpts, VdevSpec};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Result of one op: a JSON value, or a one-line message.
+pub type OpResult = Result<Value, String>;
+
+/// Largest pattern write / read handled by one request.
+pub const MAX_IO_LEN: u64 = 1 << 30;
+/// Largest `data_hex` returned by `obj.read`.
+pub const MAX_INLINE_READ: usize = 4096;
+const IO_CHUNK: usize = 1 << 20;
+
+/// One pool slot: online with its store, or unavailable with the import error.
+struct PoolSlot {
+    record: PoolRecord,
+    store: Option<Arc<Store>>,
+    error: Option<String>,
+}
+
+/// The daemon: pools, state file, token.
+pub struct Daemon {
+    home: PathBuf,
+    token: String,
+    arc_max: u64,
+    pools: RwLock<BTreeMap<String, PoolSlot>>,
+    admin: Mutex<()>,
+    shutting_down: AtomicBool,
+}
+
+/// Every op and the arguments it accepts.
+pub const OPS: &[(&str, &[&str])] = &[
+    (
+        "pool.create",
+        &["name", "vdevs", "size", "ashift", "force", "props"],
+    ),
+    ("pool.import", &["dirs", "name"]),
+    ("pool.export", &["name"]),
+    ("pool.destroy", &["name"]),
+    ("pool.list", &["name"]),
+    ("pool.status", &["name"]),
+    ("pool.scrub", &["name", "wait"]),
+    ("pool.add", &["name", "vdevs", "size", "force"]),
+    ("pool.sync", &["name"]),
+    (
+        "ds.create",
+        &[
+            "name",
+            "volume_size",
+            "sparse",
+            "blocksize",
+            "props",
+            "parents",
+        ],
+    ),
+    ("ds.destroy", &["name", "recursive"]),
+    ("ds.list", &["name", "recursive", "depth", "type", "props"]),
+    ("ds.get", &["name", "props"]),
+    ("ds.set", &["name", "prop", "value"]),
+    ("ds.inherit", &["name", "prop"]),
+    ("obj.create", &["ds"]),
+    (
+        "obj.write",
+        &["ds", "obj", "off", "data_b64", "data_hex", "pattern"],
+    ),
+    ("obj.read", &["ds", "obj", "off", "len", "check_seed"]),
+    ("obj.truncate", &["ds", "obj", "size"]),
+    ("obj.delete", &["ds", "obj"]),
+    ("obj.size", &["ds", "obj"]),
+    ("obj.list", &["ds"]),
+    ("obj.fsync", &["ds"]),
+];
+
+/// Ops that change nothing (allowed over HTTP without a token).
+pub const READ_ONLY_OPS: &[&str] = &["pool.list", "pool.status", "ds.list", "ds.get"];
+
+/// True if `op` only reads.
+pub fn is_read_only(op: &str) -> bool {
+    READ_ONLY_OPS.contains(&op)
+}
+
+fn se(e: StoreError) -> String {
+    proto::one_line(&e.to_string())
+}
+
+fn log(msg: impl std::fmt::Display) {
+    eprintln!("cachalot: {msg}");
+}
+
+/// Column aliases of `list -o` / `get`, as zfs has them.
+pub fn canonical_prop(p: &str) -> &str {
+    match p {
+        "avail" => "available",
+        "refer" => "referenced",
+        "ratio" => "compressratio",
+        "lused" => "logicalused",
+        "recsize" => "recordsize",
+        "compress" => "compression",
+        other => other,
+    }
+}
+
+fn kind_str(k: &DatasetKind) -> &'static str {
+    match k {
+        DatasetKind::Filesystem => "filesystem",
+        DatasetKind::Volume => "volume",
+    }
+}
+
+/// Sort key placing each dataset right before its descendants.
+fn tree_key(name: &str) -> Vec<String> {
+    name.split('/').map(str::to_string).collect()
+}
+
+impl Daemon {
+    /// Open the daemon state in `home` (which must exist) and re-import every pool
+    /// listed in `pools.json`. Import failures are logged and kept as UNAVAIL.
+    pub fn open(home: &Path, arc_max: u64) -> anyhow::Result<Daemon> {
+        let token = state::load_or_create_token(home)?;
+        let st = state::load(home)?;
+        let d = Daemon {
+            home: home.to_path_buf(),
+            token,
+            arc_max,
+            pools: RwLock::new(BTreeMap::new()),
+            admin: Mutex::new(()),
+            shutting_down: AtomicBool::new(false),
+        };
+        for rec in st.pools {
+            if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
+                log(format!("state: skipping invalid pool entry '{}'", rec.name));
+                continue;
+            }
+            let name = rec.name.clone();
+            let res = catch_unwind(AssertUnwindSafe(|| {
+                Store::import(&rec.devices, Some(&rec.name), d.store_opts())
+            }));
+            let slot = match res {
+                Ok(Ok(store)) => {
+                    log(format!("imported pool '{name}'"));
+                    PoolSlot {
+                        record: PoolRecord {
+                            devices: store.pool().device_paths(),
+                            ..rec
+                        },
+                        store: Some(store),
+                        error: None,
+                    }
+                }
+                Ok(Err(e)) => {
+                    log(format!("cannot import pool '{name}': {e}"));
+                    PoolSlot {
+                        record: rec,
+                        store: None,
+                        error: Some(se(e)),
+                    }
+                }
+                Err(p) => {
+                    let msg = panic_message(&p);
+                    log(format!(
+                        "cannot import pool '{name}': internal error: {msg}"
+                    ));
+                    PoolSlot {
+                        record: rec,
+                        store: None,
+                        error: Some(format!("internal error: {msg}")),
+                    }
+                }
+            };
+            d.pools.write().insert(name, slot);
+        }
+        // Device paths may have moved; record what was actually opened.
+        if let Err(e) = d.save_state() {
+            log(format!("cannot write state file: {e}"));
+        }
+        Ok(d)
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The API token (HTTP `Authorization: Bearer`).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    fn store_opts(&self) -> StoreOpts {
+        StoreOpts {
+            arc_max: self.arc_max,
+            ..StoreOpts::default()
+        }
+    }
+
+    /// Answer one request. Never panics.
+    pub fn handle(&self, req: &Request) -> Response {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Response::err("the daemon is shutting down");
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.dispatch(req))) {
+            Ok(Ok(v)) => Response::ok(v),
+            Ok(Err(e)) => Response::err(e),
+            Err(p) => {
+                let msg = panic_message(&p);
+                log(format!("internal error in {}: {msg}", req.op));
+                Response::err(format!("internal error in {}: {msg}", req.op))
+            }
+        }
+    }
+
+    fn dispatch(&self, req: &Request) -> OpResult {
+        let Some((_, allowed)) = OPS.iter().find(|(n, _)| *n == req.op) else {
+            return Err(format!("unknown operation '{}'", req.op));
+        };
+        let a = Args::new(&req.op, &req.args, allowed)?;
+        match req.op.as_str() {
+            "pool.create" => self.pool_create(&a),
+            "pool.import" => self.pool_import(&a),
+            "pool.export" => self.pool_export(&a),
+            "pool.destroy" => self.pool_destroy(&a),
+            "pool.list" => self.pool_list(&a),
+            "pool.status" => self.pool_status(&a),
+            "pool.scrub" => self.pool_scrub(&a),
+            "pool.add" => self.pool_add(&a),
+            "pool.sync" => self.pool_sync(&a),
+            "ds.create" => self.ds_create(&a),
+            "ds.destroy" => self.ds_destroy(&a),
+            "ds.list" => self.ds_list(&a),
+            "ds.get" => self.ds_get(&a),
+            "ds.set" => self.ds_set(&a),
+            "ds.inherit" => self.ds_inherit(&a),
+            op if op.starts_with("obj.") => self.obj_op(op, &a),
+            op => Err(format!("unknown operation '{op}'")),
+        }
+    }
+
+    /// Export every pool cleanly; later requests are refused. Idempotent.
+    pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let _g = self.admin.lock();
+        let slots = std::mem::take(&mut *self.pools.write());
+        for (name, slot) in slots {
+            if let Some(store) = slot.store {
+                match catch_unwind(AssertUnwindSafe(|| store.export())) {
+                    Ok(Ok(())) => log(format!("exported pool '{name}'")),
+                    Ok(Err(e)) => log(format!("export of pool '{name}' failed: {e}")),
+                    Err(p) => log(format!(
+                        "export of pool '{name}' failed: internal error: {}",
+                        panic_message(&p)
+                    )),
+                }
+            }
+        }
+        // pools.json is left as it was: the pools are re-imported at the next start.
+    }
+
+    fn save_state(&self) -> std::io::Result<()> {
+        let st = StateFile {
+            version: 1,
+            pools: self
+                .pools
+                .read()
+                .values()
+                .map(|s| s.record.clone())
+                .collect(),
+        };
+        state::save(&self.home, &st)
+    }
+
+    fn save_state_after(&self, what: &str) -> Result<(), String> {
+        self.save_state().map_err(|e| {
+            log(format!("cannot write state file after {what}: {e}"));
+            format!("{what} succeeded, but the state file could not be written: {e}")
+        })
+    }
+
+    /// The online store of pool `name`, or a clear error.
+    fn store(&self, name: &str) -> Result<Arc<Store>, String> {
+        match self.pools.read().get(name) {
+            None => Err(format!("pool '{name}' does not exist")),
+            Some(PoolSlot { store: Some(s), .. }) => Ok(s.clone()),
+            Some(slot) => Err(format!(
+                "pool '{name}' is unavailable: {}",
+                slot.error.as_deref().unwrap_or("not imported")
+            )),
+        }
+    }
+
+    fn ds_store(&self, ds: &str) -> Result<Arc<Store>, String> {
+        validate_dataset_name(ds)?;
+        self.store(pool_of(ds))
+    }
+
+    /// Canonical paths of every device owned by a pool of this daemon.
+    fn devices_in_use(&self) -> Vec<(String, PathBuf)> {
+        let pools = self.pools.read();
+        let mut out = Vec::new();
+        for (name, slot) in pools.iter() {
+            let devs = match &slot.store {
+                Some(s) => s.pool().device_paths(),
+                None => slot.record.devices.clone(),
+            };
+            for d in devs {
+                out.push((name.clone(), canon(&d)));
+            }
+        }
+        out
+    }
+
+    fn check_devices_free(&self, specs: &[VdevSpec]) -> Result<(), String> {
+        let used = self.devices_in_use();
+        for p in specs.iter().flat_map(|s| s.paths.iter()) {
+            if !p.is_absolute() {
+                return Err(format!("{}: device paths must be absolute", p.display()));
+            }
+            let c = canon(p);
+            if let Some((pool, _)) = used.iter().find(|(_, u)| *u == c) {
+                return Err(format!(
+                    "{}: device is in use by pool '{pool}'",
+                    p.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_vdevs(&self, a: &Args) -> Result<Vec<VdevSpec>, String> {
+        let words = a.str_list("vdevs")?;
+        if words.is_empty() {
+            return Err("no devices given".into());
+        }
+        let specs = parse_vdev_spec(&words).map_err(|e| e.to_string())?;
+        self.check_devices_free(&specs)?;
+        Ok(specs)
+    }
+
+    // ---- pools ----
+
+    fn pool_create(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        validate_pool_name(&name)?;
+        let ashift = a.opt_u64("ashift")?.unwrap_or(12);
+        if !(9..=16).contains(&ashift) {
+            return Err(format!("invalid ashift {ashift}: must be 9 to 16"));
+        }
+        let copts = CreateOpts {
+            ashift: ashift as u8,
+            create_size: a.opt_size("size")?,
+            force: a.bool("force")?,
+        };
+        let props = a.props("props")?;
+        let _g = self.admin.lock();
+        if self.pools.read().contains_key(&name) {
+            return Err(format!("pool '{name}' already exists"));
+        }
+        let specs = self.parse_vdevs(a)?;
+        let store = Store::create(&name, &specs, &copts, &props, self.store_opts()).map_err(se)?;
+        let record = PoolRecord {
+            name: name.clone(),
+            devices: store.pool().device_paths(),
+            mounts: vec![],
+        };
+        self.pools.write().insert(
+            name.clone(),
+            PoolSlot {
+                record,
+                store: Some(store),
+                error: None,
+            },
+        );
+        log(format!("created pool '{name}'"));
+        self.save_state_after("pool create")?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn online_guids(&self) -> Vec<u64> {
+        self.pools
+            .read()
+            .values()
+            .filter_map(|s| s.store.as_ref().map(|s| s.pool().guid()))
+            .collect()
+    }
+
+    fn pool_import(&self, a: &Args) -> OpResult {
+        let dirs: Vec<PathBuf> = a.str_list("dirs")?.into_iter().map(PathBuf::from).collect();
+        for d in &dirs {
+            if !d.is_absolute() {
+                return Err(format!("{}: search paths must be absolute", d.display()));
+            }
+            if !d.exists() {
+                return Err(format!("{}: no such file or directory", d.display()));
+            }
+        }
+        let name = a.opt_str("name")?;
+        let _g = self.admin.lock();
+        let Some(name) = name else {
+            if dirs.is_empty() {
+                return Err("no search directory given: use -d DIR".into());
+            }
+            let guids = self.online_guids();
+            let found: Vec<Value> = Store::discover(&dirs)
+                .into_iter()
+                .filter(|p| !guids.contains(&p.guid))
+                .map(|p| {
+                    json!({
+                        "name": p.name,
+                        "guid": p.guid,
+                        "state": if p.missing.is_empty() { "ONLINE" } else { "UNAVAIL" },
+                        "devices": p.devices,
+                        "missing": p.missing,
+                    })
+                })
+                .collect();
+            if found.is_empty() {
+                return Err("no pools available to import".into());
+            }
+            return Ok(Value::Array(found));
+        };
+        if name.is_empty() || name.len() > 255 {
+            return Err(format!("invalid pool name '{name}'"));
+        }
+        let known = {
+            let pools = self.pools.read();
+            match pools.get(&name) {
+                Some(PoolSlot { store: Some(_), .. }) => {
+                    return Err(format!("pool '{name}' is already imported"))
+                }
+                Some(slot) => Some(slot.record.clone()),
+                None => None,
+            }
+        };
+        let search: Vec<PathBuf> = match (&known, dirs.is_empty()) {
+            (_, false) => dirs.clone(),
+            (Some(rec), true) => rec.devices.clone(),
+            (None, true) => return Err("no search directory given: use -d DIR".into()),
+        };
+        let guids = self.online_guids();
+        if Store::discover(&search)
+            .iter()
+            .any(|p| guids.contains(&p.guid) && (p.name == name || p.guid.to_string() == name))
+        {
+            return Err(format!("pool '{name}' is already imported"));
+        }
+        let store = Store::import(&search, Some(&name), self.store_opts()).map_err(se)?;
+        let real = store.name();
+        {
+            let pools = self.pools.read();
+            if real != name && pools.contains_key(&real) {
+                drop(pools);
+                let _ = store.export();
+                return Err(format!("a pool named '{real}' already exists"));
+            }
+        }
+        let mounts = known.map(|r| r.mounts).unwrap_or_default();
+        let record = PoolRecord {
+            name: real.clone(),
+            devices: store.pool().device_paths(),
+            mounts,
+        };
+        self.pools.write().insert(
+            real.clone(),
+            PoolSlot {
+                record,
+                store: Some(store),
+                error: None,
+            },
+        );
+        log(format!("imported pool '{real}'"));
+        self.save_state_after("pool import")?;
+        Ok(json!({ "name": real }))
+    }
+
+    fn pool_export(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let _g = self.admin.lock();
+        let store = {
+            let pools = self.pools.read();
+            match pools.get(&name) {
+                None => return Err(format!("pool '{name}' does not exist")),
+                Some(slot) => slot.store.clone(),
+            }
+        };
+        if let Some(store) = &store {
+            store.export().map_err(se)?;
+        }
+        self.pools.write().remove(&name);
+        log(format!("exported pool '{name}'"));
+        self.save_state_after("pool export")?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn pool_destroy(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        store.destroy_pool().map_err(se)?;
+        self.pools.write().remove(&name);
+        log(format!("destroyed pool '{name}'"));
+        self.save_state_after("pool destroy")?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn selected_pools(&self, name: Option<&str>) -> Result<Vec<String>, String> {
+        let pools = self.pools.read();
+        match name {
+            Some(n) if !pools.contains_key(n) => Err(format!("pool '{n}' does not exist")),
+            Some(n) => Ok(vec![n.to_string()]),
+            None => Ok(pools.keys().cloned().collect()),
+        }
+    }
+
+    fn pool_list(&self, a: &Args) -> OpResult {
+        let name = a.opt_str("name")?;
+        let mut rows = Vec::new();
+        for n in self.selected_pools(name.as_deref())? {
+            let store = self.pools.read().get(&n).map(|s| s.store.clone());
+            let Some(store) = store else { continue };
+            rows.push(match store {
+                Some(s) => {
+                    let st = s.status();
+                    let sp = &st.space;
+                    json!({
+                        "name": n,
+                        "size": sp.size,
+                        "alloc": sp.allocated,
+                        "free": sp.free,
+                        "frag": sp.frag,
+                        "cap": (sp.allocated.saturating_mul(100)).checked_div(sp.size).unwrap_or(0),
+                        "health": st.health,
+                    })
+                }
+                None => json!({
+                    "name": n, "size": null, "alloc": null, "free": null,
+                    "frag": null, "cap": null, "health": "UNAVAIL",
+                }),
+            });
+        }
+        Ok(Value::Array(rows))
+    }
+
+    fn pool_status(&self, a: &Args) -> OpResult {
+        let name = a.opt_str("name")?;
+        let mut out = Vec::new();
+        for n in self.selected_pools(name.as_deref())? {
+            let slot = {
+                let pools = self.pools.read();
+                pools
+                    .get(&n)
+                    .map(|s| (s.store.clone(), s.record.clone(), s.error.clone()))
+            };
+            let Some((store, record, error)) = slot else {
+                continue;
+            };
+            out.push(match store {
+                Some(s) => serde_json::to_value(s.status()).map_err(|e| e.to_string())?,
+                None => json!({
+                    "name": n,
+                    "health": "UNAVAIL",
+                    "error": error,
+                    "space": {"size": 0, "allocated": 0, "free": 0, "frag": 0},
+                    "devices": record.devices.iter().map(|d| json!({
+                        "name": d.display().to_string(), "state": "UNAVAIL",
+                        "read": 0, "write": 0, "cksum": 0, "repaired": 0, "children": [],
+                    })).collect::<Vec<_>>(),
+                    "scrub": {"state": "none", "examined": 0, "total": 0, "errors": 0,
+                              "repaired": 0, "started": 0, "ended": 0, "duration_ms": 0},
+                    "txg": 0,
+                    "suspended": null,
+                }),
+            });
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn pool_scrub(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let store = self.store(&name)?;
+        store.scrub_start().map_err(se)?;
+        if a.bool("wait")? {
+            loop {
+                let st = store.scrub_status();
+                if st.state != "scanning" {
+                    break;
+                }
+                if self.shutting_down.load(Ordering::SeqCst) {
+                    return Err("the daemon is shutting down".into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        serde_json::to_value(store.scrub_status()).map_err(|e| e.to_string())
+    }
+
+    fn pool_add(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        let specs = self.parse_vdevs(a)?;
+        let copts = CreateOpts {
+            ashift: store.pool().config().ashift,
+            create_size: a.opt_size("size")?,
+            force: a.bool("force")?,
+        };
+        store.add_vdevs(&specs, &copts).map_err(se)?;
+        if let Some(slot) = self.pools.write().get_mut(&name) {
+            slot.record.devices = store.pool().device_paths();
+        }
+        log(format!("added devices to pool '{name}'"));
+        self.save_state_after("pool add")?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn pool_sync(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let store = self.store(&name)?;
+        let txg = store.sync().map_err(se)?;
+        Ok(json!({ "txg": txg }))
+    }
+
+    // ---- datasets ----
+
+    fn ds_create(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        validate_dataset_name(&name)?;
+        if !name.contains('/') {
+            return Err(format!(
+                "'{name}' is a pool's root dataset: use 'pool create' to create it"
+            ));
+        }
+        let store = self.ds_store(&name)?;
+        let mut props = a.props("props")?;
+        for (k, _) in props.iter_mut() {
+            *k = canonical_prop(k).to_string();
+        }
+        let volsize = a.opt_size("volume_size")?;
+        let sparse = a.bool("sparse")?;
+        let blocksize = a.opt_size("blocksize")?;
+        let kind = match volsize {
+            Some(0) => return Err("volume size must be greater than zero".into()),
+            Some(v) => {
+                if let Some(bs) = blocksize {
+                    props.push(("volblocksize".into(), bs.to_string()));
+                }
+                if !sparse
+                    && !props
+                        .iter()
+                        .any(|(k, _)| k == "reservation" || k == "refreservation")
+                {
+                    props.push(("reservation".into(), v.to_string()));
+                }
+                DatasetKind::Volume
+            }
+            None => {
+                if sparse || blocksize.is_some() {
+                    return Err("-s and -b apply only to volumes (-V SIZE)".into());
+                }
+                DatasetKind::Filesystem
+            }
+        };
+        store
+            .create_dataset(&name, kind, volsize, &props, a.bool("parents")?)
+            .map_err(se)?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn ds_destroy(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let store = self.ds_store(&name)?;
+        if !name.contains('/') {
+            return Err(format!(
+                "'{name}' is a pool's root dataset: use 'pool destroy' to destroy it"
+            ));
+        }
+        store
+            .destroy_dataset(&name, a.bool("recursive")?)
+            .map_err(se)?;
+        Ok(json!({ "name": name }))
+    }
+
+    fn ds_list(&self, a: &Args) -> OpResult {
+        let name = a.opt_str("name")?;
+        let recursive = a.bool("recursive")?;
+        let depth = a.opt_u64("depth")?;
+        let types = parse_types(a.opt_str("type")?.as_deref())?;
+        let props: Vec<String> = a
+            .str_list("props")?
+            .iter()
+            .map(|p| canonical_prop(p).to_string())
+            .collect();
+        for p in &props {
+            proto::validate_prop_name(p)?;
+        }
+        let mut infos: Vec<DatasetInfo> = Vec::new();
+        let mut stores: Vec<Arc<Store>> = Vec::new();
+        match &name {
+            Some(n) => {
+                let store = self.ds_store(n)?;
+                infos = store
+                    .list(Some(n), recursive || depth.is_some())
+                    .map_err(se)?;
+                stores.push(store);
+            }
+            None => {
+                let all: Vec<Arc<Store>> = self
+                    .pools
+                    .read()
+                    .values()
+                    .filter_map(|s| s.store.clone())
+                    .collect();
+                for s in all {
+                    infos.extend(s.list(None, true).map_err(se)?);
+                    stores.push(s);
+                }
+            }
+        }
+        if let (Some(n), Some(d)) = (&name, depth) {
+            let base = n.split('/').count() as u64;
+            infos.retain(|i| (i.name.split('/').count() as u64).saturating_sub(base) <= d);
+        }
+        infos.retain(|i| types.contains(&kind_str(&i.kind)));
+        infos.sort_by_key(|a| tree_key(&a.name));
+        let mut rows = Vec::with_capacity(infos.len());
+        for info in infos {
+            let store = stores
+                .iter()
+                .find(|s| s.name() == pool_of(&info.name))
+                .ok_or_else(|| format!("dataset '{}' has no pool", info.name))?;
+            rows.push(list_row(store, &info, &props)?);
+        }
+        Ok(Value::Array(rows))
+    }
+
+    fn ds_get(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let store = self.ds_store(&name)?;
+        let props: Vec<String> = a
+            .str_list("props")?
+            .iter()
+            .map(|p| canonical_prop(p).to_string())
+            .collect();
+        let all = props.is_empty() || props.iter().any(|p| p == "all");
+        if !all {
+            for p in &props {
+                proto::validate_prop_name(p)?;
+            }
+        }
+        let rows = store
+            .get_props(&name, if all { None } else { Some(&props) })
+            .map_err(se)?;
+        Ok(Value::Array(
+            rows.into_iter()
+                .map(|r| {
+                    json!({
+                        "name": name, "property": r.property, "value": r.value,
+                        "raw": r.raw, "source": r.source,
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    fn ds_set(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let prop = canonical_prop(&a.str("prop")?).to_string();
+        proto::validate_prop_name(&prop)?;
+        let value = a.str("value")?;
+        if value.len() > 8192 || value.contains(['\n', '\0']) {
+            return Err(format!("invalid value for property '{prop}'"));
+        }
+        let store = self.ds_store(&name)?;
+        store.set_prop(&name, &prop, &value).map_err(se)?;
+        Ok(json!({ "name": name, "property": prop, "value": value }))
+    }
+
+    fn ds_inherit(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let prop = canonical_prop(&a.str("prop")?).to_string();
+        proto::validate_prop_name(&prop)?;
+        let store = self.ds_store(&name)?;
+        store.inherit_prop(&name, &prop).map_err(se)?;
+        Ok(json!({ "name": name, "property": prop }))
+    }
+
+    // ---- objects (debug) ----
+
+    fn obj_op(&self, op: &str, a: &Args) -> OpResult {
+        let ds_name = a.str("ds")?;
+        let store = self.ds_store(&ds_name)?;
+        let ds = store.dataset(&ds_name).map_err(se)?;
+        match op {
+            "obj.create" => Ok(json!({ "obj": ds.create_object().map_err(se)? })),
+            "obj.list" => Ok(json!({ "objects": ds.list_objects().map_err(se)? })),
+            "obj.fsync" => {
+                ds.fsync().map_err(se)?;
+                Ok(json!({}))
+            }
+            "obj.size" => Ok(json!({ "size": ds.object_size(a.u64("obj")?).map_err(se)? })),
+            "obj.delete" => {
+                ds.delete_object(a.u64("obj")?).map_err(se)?;
+                Ok(json!({}))
+            }
+            "obj.truncate" => {
+                ds.truncate(a.u64("obj")?, a.u64("size")?).map_err(se)?;
+                Ok(json!({}))
+            }
+            "obj.write" => {
+                let obj = a.u64("obj")?;
+                let off = a.opt_u64("off")?.unwrap_or(0);
+                let src = WriteSource::from_args(a)?;
+                let len = src.len();
+                off.checked_add(len)
+                    .ok_or_else(|| "offset + length overflows".to_string())?;
+                let mut done = 0u64;
+                let mut buf = Vec::new();
+                while done < len {
+                    let n = (len - done).min(IO_CHUNK as u64) as usize;
+                    let chunk: &[u8] = match &src {
+                        WriteSource::Bytes(b) => &b[done as usize..done as usize + n],
+                        WriteSource::Pattern { seed, .. } => {
+                            buf.resize(n, 0);
+                            pattern::fill_pattern(*seed, off + done, &mut buf);
+                            &buf
+                        }
+                    };
+                    ds.write(obj, off + done, chunk).map_err(se)?;
+                    done += n as u64;
+                }
+                Ok(json!({ "written": len }))
+            }
+            "obj.read" => {
+                let obj = a.u64("obj")?;
+                let off = a.opt_u64("off")?.unwrap_or(0);
+                let len = a.u64("len")?;
+                if len > MAX_IO_LEN {
+                    return Err(format!("read length {len} exceeds the limit of 1G"));
+                }
+                off.checked_add(len)
+                    .ok_or_else(|| "offset + length overflows".to_string())?;
+                let check = a.opt_u64("check_seed")?;
+                let mut hasher = blake3::Hasher::new();
+                let mut small = Vec::new();
+                let mut done = 0u64;
+                let mut mismatch: Option<u64> = None;
+                while done < len {
+                    let n = (len - done).min(IO_CHUNK as u64) as usize;
+                    let data = ds.read(obj, off + done, n).map_err(se)?;
+                    if data.len() > n {
+                        return Err("engine returned more data than asked".into());
+                    }
+                    hasher.update(&data);
+                    if let (Some(seed), None) = (check, mismatch) {
+                        mismatch = pattern::first_mismatch(seed, off + done, &data)
+                            .map(|p| off + done + p as u64);
+                    }
+                    if len as usize <= MAX_INLINE_READ {
+                        small.extend_from_slice(&data);
+                    }
+                    done += data.len() as u64;
+                    if data.len() < n {
+                        break;
+                    }
+                }
+                let mut out = Map::new();
+                out.insert("len".into(), json!(done));
+                out.insert(
+                    "blake3".into(),
+                    json!(hasher.finalize().to_hex().to_string()),
+                );
+                if len as usize <= MAX_INLINE_READ {
+                    out.insert("data_hex".into(), json!(pattern::to_hex(&small)));
+                }
+                if check.is_some() {
+                    out.insert("pattern_ok".into(), json!(mismatch.is_none()));
+                    out.insert("first_mismatch".into(), json!(mismatch));
+                }
+                Ok(Value::Object(out))
+            }
+            other => Err(format!("unknown operation '{other}'")),
+        }
+    }
+
+    /// Small JSON summary for the status page: pools and their datasets.
+    pub fn overview(&self) -> Value {
+        let pools = self
+            .handle(&Request::new("pool.list", json!({})))
+            .into_result()
+            .unwrap_or(Value::Array(vec![]));
+        let datasets = self
+            .handle(&Request::new("ds.list", json!({})))
+            .into_result()
+            .unwrap_or(Value::Array(vec![]));
+        json!({ "pools": pools, "datasets": datasets })
+    }
+}
+
+/// Data of an `obj.write`.
+enum WriteSource {
+    Bytes(Vec<u8>),
+    Pattern { seed: u64, len: u64 },
+}
+
+impl WriteSource {
+    fn from_args(a: &Args) -> Result<WriteSource, String> {
+        let b64 = a.opt_str("data_b64")?;
+        let hex = a.opt_str("data_hex")?;
+        let pat = a.value("pattern");
+        let given = b64.is_some() as u8 + hex.is_some() as u8 + pat.is_some() as u8;
+        if given != 1 {
+            return Err("obj.write: give exactly one of data_b64, data_hex, pattern".into());
+        }
+        if let Some(s) = b64 {
+            return Ok(WriteSource::Bytes(pattern::from_base64(&s)?));
+        }
+        if let Some(s) = hex {
+            return Ok(WriteSource::Bytes(pattern::from_hex(&s)?));
+        }
+        let p = Args::new(
+            "obj.write pattern",
+            pat.unwrap_or(&Value::Null),
+            &["seed", "len"],
+        )?;
+        let len = p.u64("len")?;
+        if len > MAX_IO_LEN {
+            return Err(format!("pattern length {len} exceeds the limit of 1G"));
+        }
+        Ok(WriteSource::Pattern {
+            seed: p.u64("seed")?,
+            len,
+        })
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            WriteSource::Bytes(b) => b.len() as u64,
+            WriteSource::Pattern { len, .. } => *len,
+        }
+    }
+}
+
+/// `type` filter of `ds.list`: comma-separated kinds; default filesystem,volume.
+fn parse_types(t: Option<&str>) -> Result<Vec<&'static str>, String> {
+    let Some(t) = t else {
+        return Ok(vec!["filesystem", "volume"]);
+    };
+    let mut out = Vec::new();
+    for w in t.split(',') {
+        match w.trim() {
+            "filesystem" | "fs" => out.push("filesystem"),
+            "volume" | "vol" => out.push("volume"),
+            "snapshot" | "snap" => out.push("snapshot"),
+            "all" => out.extend(["filesystem", "volume", "snapshot"]),
+            other => {
+                return Err(format!(
+                    "invalid type '{other}': use filesystem, volume, snapshot or all"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One `ds.list` row: the fixed columns, plus `props` {prop: {value, raw, source}}.
+fn list_row(store: &Store, info: &DatasetInfo, props: &[String]) -> OpResult {
+    let mut pm = Map::new();
+    let size = |n: u64| json!({ "value": format_size(n), "raw": n.to_string(), "source": "-" });
+    let mut ask: Vec<String> = Vec::new();
+    for p in props {
+        let v = match p.as_str() {
+            "name" => json!({ "value": info.name, "raw": info.name, "source": "-" }),
+            "type" => {
+                let k = kind_str(&info.kind);
+                json!({ "value": k, "raw": k, "source": "-" })
+            }
+            "used" => size(info.used),
+            "available" => size(info.available),
+            "referenced" => size(info.referenced),
+            _ => {
+                if !ask.contains(p) {
+                    ask.push(p.clone());
+                }
+                continue;
+            }
+        };
+        pm.insert(p.clone(), v);
+    }
+    if !ask.is_empty() {
+        let rows = store.get_props(&info.name, Some(&ask)).map_err(se)?;
+        for r in rows {
+            pm.insert(
+                r.property.clone(),
+                json!({ "value": r.value, "raw": r.raw, "source": r.source }),
+            );
+        }
+        for p in &ask {
+            if !pm.contains_key(p) {
+                pm.insert(
+                    p.clone(),
+                    json!({ "value": "-", "raw": "-", "source": "-" }),
+                );
+            }
+        }
+    }
+    Ok(json!({
+        "name": info.name,
+        "type": kind_str(&info.kind),
+        "used": info.used,
+        "available": info.available,
+        "referenced": info.referenced,
+        "mountpoint": info.mountpoint,
+        "props": pm,
+    }))
+}
+
+fn canon(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test_daemon(tag: &str) -> (Daemon, PathBuf) {
+        let d =
+            std::env::temp_dir().join(format!("cachalot-daemon-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        (Daemon::open(&d, 64 << 20).unwrap(), d)
+    }
+
+    fn call(d: &Daemon, op: &str, args: Value) -> Result<Value, String> {
+        d.handle(&Request::new(op, args)).into_result()
+    }
+
+    #[test]
+    fn rejects_bad_requests_without_touching_anything() {
+        let (d, home) = test_daemon("validate");
+        for (op, args) in [
+            ("nope", json!({})),
+            ("pool.list", json!({"bogus": 1})),
+            ("pool.list", json!([1, 2])),
+            ("pool.list", json!({"name": 5})),
+            ("pool.create", json!({"name": "tank"})),
+            ("pool.create", json!({"name": "1bad", "vdevs": ["/tmp/x"]})),
+            (
+                "pool.create",
+                json!({"name": "mirror", "vdevs": ["/tmp/x"]}),
+            ),
+            (
+                "pool.create",
+                json!({"name": "tank", "vdevs": ["rel.img"], "size": "64M"}),
+            ),
+            (
+                "pool.create",
+                json!({"name": "tank", "vdevs": ["/tmp/x"], "ashift": 40}),
+            ),
+            (
+                "pool.create",
+                json!({"name": "tank", "vdevs": ["/tmp/x"], "size": "lots"}),
+            ),
+            ("pool.import", json!({})),
+            ("pool.import", json!({"dirs": ["relative"]})),
+            ("pool.export", json!({"name": "tank"})),
+            ("pool.status", json!({"name": "tank"})),
+            ("ds.create", json!({"name": "tank/a b"})),
+            ("ds.create", json!({"name": "tank/x"})),
+            ("ds.create", json!({"name": "tank"})),
+            ("ds.list", json!({"type": "bogus"})),
+            ("ds.get", json!({"name": "tank/x", "props": ["BAD"]})),
+            ("ds.set", json!({"name": "tank/x", "prop": "recordsize"})),
+            ("obj.write", json!({"ds": "tank/x", "obj": 1})),
+            ("obj.read", json!({"ds": "tank/x", "obj": -1, "len": 1})),
+        ] {
+            let r = call(&d, op, args.clone());
+            let e = r.expect_err(&format!("{op} {args} should fail"));
+            assert!(!e.contains('\n'), "{e}");
+            assert!(!e.is_empty());
+        }
+        assert_eq!(call(&d, "pool.list", json!({})).unwrap(), json!([]));
+        assert_eq!(
+            state::load(&home).unwrap().pools.len(),
+            0,
+            "nothing was recorded"
+        );
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+
+    #[test]
+    fn read_only_ops() {
+        assert!(is_read_only("pool.list"));
+        assert!(is_read_only("ds.get"));
+        assert!(!is_read_only("pool.create"));
+        assert!(!is_read_only("obj.read"));
+        for op in READ_ONLY_OPS {
+            assert!(OPS.iter().any(|(n, _)| n == op));
+        }
+    }
+
+    #[test]
+    fn types_and_aliases() {
+        assert_eq!(parse_types(None).unwrap(), vec!["filesystem", "volume"]);
+        assert_eq!(parse_types(Some("volume")).unwrap(), vec!["volume"]);
+        assert_eq!(parse_types(Some("all")).unwrap().len(), 3);
+        assert!(parse_types(Some("x")).is_err());
+        assert_eq!(canonical_prop("avail"), "available");
+        assert_eq!(canonical_prop("recordsize"), "recordsize");
+        let mut v = vec!["tank/a/b", "tank/a-x", "tank", "tank/a"];
+        v.sort_by_key(|n| tree_key(n));
+        assert_eq!(v, vec!["tank", "tank/a", "tank/a/b", "tank/a-x"]);
+    }
+}

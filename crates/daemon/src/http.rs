@@ -1,0 +1,231 @@
+//! The HTTP transport (axum on its own tokio runtime in a background thread):
+//! `POST /api/v1/call` takes the same JSON request as the unix socket and returns the
+//! same JSON response; `GET /api/v1/pools` lists pools; `GET /` is a small status page.
+//!
+//! Invariants:
+//! - Only read-only ops ([`crate::daemon::is_read_only`]) run without a token; every
+//!   other op needs `Authorization: Bearer <token>` or gets 403 with a JSON error.
+//!   The token is compared in constant time.
+//! - Ops run on tokio's blocking pool, never on the async workers.
+//! - The listener is bound before this returns, so a bad address fails the start.
+
+use crate::daemon::{is_read_only, Daemon};
+use crate::proto::{parse_request, Response};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Bind `addr` and serve in a background thread; returns the bound address.
+pub fn start_http(addr: &str, daemon: Arc<Daemon>) -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("http: cannot bind {addr}: {e}"))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .thread_name("cachalot-http")
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("cachalot-http".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let l = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("cachalot: http: {e}");
+                        return;
+                    }
+                };
+                if let Err(e) = axum::serve(l, router(daemon)).await {
+                    eprintln!("cachalot: http server stopped: {e}");
+                }
+            })
+        })?;
+    Ok(local)
+}
+
+/// The routes.
+pub fn router(daemon: Arc<Daemon>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/api/v1/pools", get(pools))
+        .route("/api/v1/call", post(call))
+        .with_state(daemon)
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// True if the request carries the daemon's token.
+pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| ct_eq(t.trim().as_bytes(), token.as_bytes()))
+}
+
+async fn call(
+    State(d): State<Arc<Daemon>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, Json<Response>) {
+    let req = match std::str::from_utf8(&body)
+        .map_err(|_| "malformed request: not UTF-8".to_string())
+        .and_then(parse_request)
+    {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_REQUEST, Json(Response::err(e))),
+    };
+    if !is_read_only(&req.op) && !authorized(&headers, d.token()) {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(Response::err(format!(
+                "{}: this operation needs 'Authorization: Bearer <token>' (see {}/token)",
+                req.op,
+                d.home().display()
+            ))),
+        );
+    }
+    match tokio::task::spawn_blocking(move || d.handle(&req)).await {
+        Ok(r) => (StatusCode::OK, Json(r)),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(Response::err(format!("internal error: {e}"))),
+        ),
+    }
+}
+
+async fn pools(State(d): State<Arc<Daemon>>) -> (StatusCode, Json<Value>) {
+    let r = tokio::task::spawn_blocking(move || {
+        d.handle(&crate::proto::Request::new("pool.list", json!({})))
+    })
+    .await;
+    match r.map(|r| r.into_result()) {
+        Ok(Ok(v)) => (StatusCode::OK, Json(v)),
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e })),
+        ),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        ),
+    }
+}
+
+async fn index(State(d): State<Arc<Daemon>>) -> impl IntoResponse {
+    let ov = tokio::task::spawn_blocking(move || d.overview())
+        .await
+        .unwrap_or_else(|_| json!({"pools": [], "datasets": []}));
+    Html(render_index(&ov))
+}
+
+/// Escape text for HTML.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn cell(v: &Value, key: &str, size: bool) -> String {
+    match v.get(key) {
+        Some(Value::Number(n)) if size => n
+            .as_u64()
+            .map(crate::size::format_size)
+            .unwrap_or_else(|| n.to_string()),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => esc(s),
+        _ => "-".into(),
+    }
+}
+
+/// The status page.
+pub fn render_index(ov: &Value) -> String {
+    let mut h = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Cachalot</title>\
+         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
+         td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}</style>\
+         </head><body><h1>Cachalot</h1><h2>Pools</h2>\
+         <table><tr><th>NAME</th><th>SIZE</th><th>ALLOC</th><th>FREE</th><th>FRAG</th>\
+         <th>CAP</th><th>HEALTH</th></tr>",
+    );
+    for p in ov["pools"].as_array().into_iter().flatten() {
+        h.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}%</td><td>{}%</td><td>{}</td></tr>",
+            cell(p, "name", false),
+            cell(p, "size", true),
+            cell(p, "alloc", true),
+            cell(p, "free", true),
+            cell(p, "frag", false),
+            cell(p, "cap", false),
+            cell(p, "health", false),
+        ));
+    }
+    h.push_str(
+        "</table><h2>Datasets</h2><table><tr><th>NAME</th><th>TYPE</th><th>USED</th>\
+         <th>AVAIL</th><th>REFER</th><th>MOUNTPOINT</th></tr>",
+    );
+    for d in ov["datasets"].as_array().into_iter().flatten() {
+        h.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            cell(d, "name", false),
+            cell(d, "type", false),
+            cell(d, "used", true),
+            cell(d, "available", true),
+            cell(d, "referenced", true),
+            cell(d, "mountpoint", false),
+        ));
+    }
+    h.push_str("</table></body></html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_check() {
+        let mut h = HeaderMap::new();
+        assert!(!authorized(&h, "abc"));
+        h.insert(header::AUTHORIZATION, "Bearer abc".parse().unwrap());
+        assert!(authorized(&h, "abc"));
+        assert!(!authorized(&h, "abd"));
+        assert!(!authorized(&h, "abcd"));
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert!(!authorized(&h, "abc"));
+    }
+
+    #[test]
+    fn page_escapes() {
+        let ov = json!({"pools": [{"name": "<b>", "size": 1024, "health": "ONLINE"}],
+                        "datasets": [{"name": "t&x", "type": "filesystem"}]});
+        let p = render_index(&ov);
+        assert!(p.contains("&lt;b&gt;"));
+        assert!(p.contains("t&amp;x"));
+        assert!(p.contains("<td>1K</td>"));
+        assert!(!p.contains("<b>"));
+    }
+}

@@ -1,0 +1,149 @@
+//! A dataset handle: the internal data path (objects of one dataset) with space
+//! checks and write throttling in front of the object layer.
+//!
+//! Invariants: a write is accepted only if the pool and every quota above the
+//! dataset can hold it (plus what is already dirty); truncates and deletes are always
+//! accepted because they free space. A destroyed dataset refuses every operation.
+
+use crate::catalog::DatasetKind;
+use crate::error::{Result, StoreError};
+use crate::store::Store;
+use cachalot_objects::{ObjectInfo, ObjectSet};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// Object type of plain objects created through the data path.
+pub const OTYPE_PLAIN: u8 = 2;
+/// Object type of a volume's data object.
+pub const OTYPE_VOLUME: u8 = 3;
+
+pub struct Dataset {
+    pub(crate) id: u64,
+    name: RwLock<String>,
+    kind: DatasetKind,
+    pub(crate) objset: ObjectSet,
+    store: Weak<Store>,
+    destroyed: AtomicBool,
+    users: AtomicU64,
+}
+
+impl Dataset {
+    pub(crate) fn new(
+        id: u64,
+        name: String,
+        kind: DatasetKind,
+        objset: ObjectSet,
+        store: Weak<Store>,
+    ) -> Self {
+        Dataset {
+            id,
+            name: RwLock::new(name),
+            kind,
+            objset,
+            store,
+            destroyed: AtomicBool::new(false),
+            users: AtomicU64::new(0),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.name.read().clone()
+    }
+    pub fn kind(&self) -> DatasetKind {
+        self.kind
+    }
+    pub fn objset(&self) -> &ObjectSet {
+        &self.objset
+    }
+
+    /// Frontends (mounts, exports) hold the dataset busy so it cannot be destroyed.
+    pub fn hold(&self) {
+        self.users.fetch_add(1, Ordering::AcqRel);
+    }
+    pub fn release(&self) {
+        self.users.fetch_sub(1, Ordering::AcqRel);
+    }
+    pub(crate) fn busy(&self) -> bool {
+        self.users.load(Ordering::Acquire) > 0
+    }
+    pub(crate) fn mark_destroyed(&self) {
+        self.destroyed.store(true, Ordering::Release);
+    }
+
+    fn store(&self) -> Result<Arc<Store>> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(StoreError::NotFound(self.name()));
+        }
+        let s = self
+            .store
+            .upgrade()
+            .ok_or_else(|| StoreError::Exported(self.name()))?;
+        s.check_live()?;
+        Ok(s)
+    }
+
+    pub fn create_object(&self) -> Result<u64> {
+        let s = self.store()?;
+        s.check_space(self.id, 512)?;
+        Ok(self.objset.create_object(OTYPE_PLAIN)?)
+    }
+
+    pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        let s = self.store()?;
+        s.check_space(self.id, data.len() as u64)?;
+        s.throttle()?;
+        self.objset.write(obj, off, data)?;
+        s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.store()?;
+        Ok(self.objset.read(obj, off, len)?)
+    }
+
+    pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {
+        let s = self.store()?;
+        let cur = self.objset.info(obj)?.size;
+        if size > cur {
+            // Growing costs nothing until written (sparse), but refuse absurd sizes.
+            if size > 1 << 60 {
+                return Err(StoreError::Invalid(
+                    "size beyond the maximum object size".into(),
+                ));
+            }
+        }
+        self.objset.truncate(obj, size)?;
+        s.dirty.fetch_add(4096, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn delete_object(&self, obj: u64) -> Result<()> {
+        self.store()?;
+        Ok(self.objset.delete_object(obj)?)
+    }
+
+    pub fn object_size(&self, obj: u64) -> Result<u64> {
+        self.store()?;
+        Ok(self.objset.info(obj)?.size)
+    }
+
+    pub fn object_info(&self, obj: u64) -> Result<ObjectInfo> {
+        self.store()?;
+        Ok(self.objset.info(obj)?)
+    }
+
+    pub fn list_objects(&self) -> Result<Vec<u64>> {
+        self.store()?;
+        Ok(self.objset.list_objects()?)
+    }
+
+    /// Make everything written so far durable. Without an intent log this commits
+    /// a transaction group.
+    pub fn fsync(&self) -> Result<()> {
+        let s = self.store()?;
+        s.sync()?;
+        Ok(())
+    }
+}

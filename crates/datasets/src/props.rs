@@ -1,0 +1,262 @@
+//! Dataset properties: names, validation, defaults, inheritance and formatting.
+//!
+//! Invariants: a value is stored only after it parsed and validated, in its
+//! canonical form, so what `get` reports is exactly what the engine applies.
+//! Inheritable properties resolve from the nearest ancestor that sets them, else
+//! the default. `quota` and `reservation` are never inherited (as in ZFS).
+
+use crate::error::{Result, StoreError};
+use cachalot_pool::Compression;
+
+/// Settable native properties.
+pub const SETTABLE: &[&str] = &[
+    "recordsize",
+    "compression",
+    "checksum",
+    "sync",
+    "logbias",
+    "primarycache",
+    "quota",
+    "reservation",
+    "mountpoint",
+    "volsize",
+];
+
+/// Read-only (statistics) properties.
+pub const READONLY: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "available",
+    "referenced",
+    "logicalused",
+    "compressratio",
+    "written",
+    "origin",
+    "volblocksize",
+];
+
+pub fn is_inheritable(p: &str) -> bool {
+    matches!(
+        p,
+        "recordsize"
+            | "compression"
+            | "checksum"
+            | "sync"
+            | "logbias"
+            | "primarycache"
+            | "mountpoint"
+    ) || is_user_prop(p)
+}
+
+/// User properties contain a colon, like `com.example:owner`.
+pub fn is_user_prop(p: &str) -> bool {
+    p.contains(':')
+        && p.len() <= 256
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        && !p.starts_with(':')
+}
+
+pub fn default_value(p: &str) -> Option<&'static str> {
+    Some(match p {
+        "recordsize" => "131072",
+        // lz4 by default: it costs little CPU and never expands data (see compress.rs).
+        "compression" => "lz4",
+        "checksum" => "blake3",
+        "sync" => "standard",
+        "logbias" => "latency",
+        "primarycache" => "all",
+        "quota" => "none",
+        "reservation" => "none",
+        _ => return None,
+    })
+}
+
+/// Parse a size such as 16K, 1.5G, 512, 4MiB.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let stripped = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, mult) = match stripped.chars().last()? {
+        'k' => (&stripped[..stripped.len() - 1], 1u64 << 10),
+        'm' => (&stripped[..stripped.len() - 1], 1 << 20),
+        'g' => (&stripped[..stripped.len() - 1], 1 << 30),
+        't' => (&stripped[..stripped.len() - 1], 1 << 40),
+        'p' => (&stripped[..stripped.len() - 1], 1 << 50),
+        _ => (stripped, 1),
+    };
+    if num.is_empty() || num.starts_with('-') {
+        return None;
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult);
+    }
+    let f: f64 = num.parse().ok()?;
+    if !f.is_finite() || f < 0.0 || f * mult as f64 > u64::MAX as f64 / 2.0 {
+        return None;
+    }
+    Some((f * mult as f64).round() as u64)
+}
+
+/// Human size like zfs: 512, 16K, 1.50G, 120M.
+pub fn format_size(n: u64) -> String {
+    const UNITS: [&str; 6] = ["", "K", "M", "G", "T", "P"];
+    if n < 1024 {
+        return format!("{n}");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{}{}", v as u64, UNITS[u])
+    } else if v < 10.0 {
+        format!("{:.2}{}", v, UNITS[u])
+    } else if v < 100.0 {
+        format!("{:.1}{}", v, UNITS[u])
+    } else {
+        format!("{:.0}{}", v, UNITS[u])
+    }
+}
+
+/// Validate a value for a settable property and return its canonical stored form.
+pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
+    let bad = |why: &str| {
+        StoreError::Invalid(format!(
+            "invalid value '{value}' for property '{prop}': {why}"
+        ))
+    };
+    match prop {
+        "recordsize" => {
+            if is_volume {
+                return Err(StoreError::Invalid(
+                    "property 'recordsize' does not apply to volumes (use volblocksize at creation)".into(),
+                ));
+            }
+            let n = parse_size(value).ok_or_else(|| bad("not a size"))?;
+            if !n.is_power_of_two() || !(512..=1 << 20).contains(&n) {
+                return Err(bad("must be a power of two from 512 to 1M"));
+            }
+            Ok(n.to_string())
+        }
+        "compression" => Compression::parse(value)
+            .map(|c| c.to_string())
+            .map_err(|e| StoreError::Invalid(e)),
+        "checksum" => match value {
+            "on" | "blake3" => Ok("blake3".into()),
+            "off" => Err(bad(
+                "checksums cannot be turned off: every block is verified",
+            )),
+            _ => Err(bad("expected on or blake3")),
+        },
+        "sync" => match value {
+            "standard" | "always" | "disabled" => Ok(value.into()),
+            _ => Err(bad("expected standard, always or disabled")),
+        },
+        "logbias" => match value {
+            "latency" | "throughput" => Ok(value.into()),
+            _ => Err(bad("expected latency or throughput")),
+        },
+        "primarycache" => match value {
+            "all" | "metadata" | "none" => Ok(value.into()),
+            _ => Err(bad("expected all, metadata or none")),
+        },
+        "quota" | "reservation" => {
+            if value == "none" || value == "0" {
+                return Ok("none".into());
+            }
+            let n = parse_size(value).ok_or_else(|| bad("not a size or none"))?;
+            Ok(n.to_string())
+        }
+        "mountpoint" => {
+            if is_volume {
+                return Err(StoreError::Invalid(
+                    "property 'mountpoint' does not apply to volumes".into(),
+                ));
+            }
+            if value == "none" || value == "legacy" || value.starts_with('/') {
+                Ok(value.trim_end_matches('/').to_string()).map(|v| {
+                    if v.is_empty() {
+                        "/".into()
+                    } else {
+                        v
+                    }
+                })
+            } else {
+                Err(bad("must be an absolute path, none or legacy"))
+            }
+        }
+        "volsize" => {
+            if !is_volume {
+                return Err(StoreError::Invalid(
+                    "property 'volsize' applies only to volumes".into(),
+                ));
+            }
+            let n = parse_size(value)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad("not a size"))?;
+            Ok(n.to_string())
+        }
+        p if is_user_prop(p) => {
+            if value.len() > 8192 {
+                return Err(bad("user property values are limited to 8192 bytes"));
+            }
+            Ok(value.to_string())
+        }
+        p if READONLY.contains(&p) => {
+            Err(StoreError::Invalid(format!("property '{p}' is read-only")))
+        }
+        p => Err(StoreError::Invalid(format!("invalid property '{p}'"))),
+    }
+}
+
+/// Human form of a stored value.
+pub fn humanize(prop: &str, raw: &str) -> String {
+    match prop {
+        "recordsize" | "quota" | "reservation" | "volsize" | "used" | "available"
+        | "referenced" | "logicalused" | "written" | "volblocksize" => match raw.parse::<u64>() {
+            Ok(n) => format_size(n),
+            Err(_) => raw.to_string(),
+        },
+        "compressratio" => format!("{raw}x"),
+        _ => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16K"), Some(16384));
+        assert_eq!(parse_size("1.5G"), Some(1610612736));
+        assert_eq!(parse_size("4MiB"), Some(4 << 20));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size("-1"), None);
+        assert_eq!(format_size(16384), "16K");
+        assert_eq!(format_size(1610612736), "1.50G");
+        assert_eq!(format_size(100), "100");
+    }
+
+    #[test]
+    fn validation() {
+        assert_eq!(validate("recordsize", "16K", false).unwrap(), "16384");
+        assert!(validate("recordsize", "3000", false).is_err());
+        assert!(validate("recordsize", "2M", false).is_err());
+        assert!(validate("compression", "gzip", false).is_err());
+        assert_eq!(validate("compression", "zstd", false).unwrap(), "zstd-3");
+        assert!(validate("checksum", "off", false).is_err());
+        assert!(validate("used", "1", false).is_err());
+        assert!(validate("bogus", "1", false).is_err());
+        assert_eq!(validate("quota", "1G", false).unwrap(), "1073741824");
+        assert_eq!(validate("com.example:x", "hello", false).unwrap(), "hello");
+        assert!(validate("mountpoint", "relative", false).is_err());
+    }
+}
