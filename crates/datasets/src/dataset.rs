@@ -26,6 +26,7 @@ pub struct Dataset {
     store: Weak<Store>,
     destroyed: AtomicBool,
     users: AtomicU64,
+    ops: cachalot_analytics::Stat,
 }
 
 impl Dataset {
@@ -44,6 +45,7 @@ impl Dataset {
             store,
             destroyed: AtomicBool::new(false),
             users: AtomicU64::new(0),
+            ops: cachalot_analytics::global().stat("objects.ops", &["dataset", "op"]),
         }
     }
 
@@ -93,14 +95,19 @@ impl Dataset {
         let s = self.store()?;
         s.check_space(self.id, data.len() as u64)?;
         s.throttle()?;
+        let t0 = std::time::Instant::now();
         self.objset.write(obj, off, data)?;
         s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.ops.record(&[&self.name(), "write"], data.len() as u64, t0.elapsed());
         Ok(())
     }
 
     pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
         self.store()?;
-        Ok(self.objset.read(obj, off, len)?)
+        let t0 = std::time::Instant::now();
+        let data = self.objset.read(obj, off, len)?;
+        self.ops.record(&[&self.name(), "read"], data.len() as u64, t0.elapsed());
+        Ok(data)
     }
 
     pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {

@@ -31,6 +31,7 @@ impl BlockKey {
 pub struct BlockCache {
     pub pool: Arc<Pool>,
     pub arc: cachalot_arc::Arc<BlockKey>,
+    accesses: cachalot_analytics::Stat,
 }
 
 impl BlockCache {
@@ -38,6 +39,7 @@ impl BlockCache {
         BlockCache {
             pool,
             arc: cachalot_arc::Arc::new(arc_max),
+            accesses: cachalot_analytics::global().stat("arc.accesses", &["result", "kind", "demand"]),
         }
     }
 
@@ -56,9 +58,15 @@ impl BlockCache {
             demand: Demand::Demand,
         };
         let key = BlockKey::of(bp);
+        let kind_name = match kind.class {
+            Class::Data => "data",
+            Class::Metadata => "metadata",
+        };
         if let Some(v) = self.arc.get(&key, kind) {
+            self.accesses.add(&["hit", kind_name, "demand"], 1, v.len() as u64);
             return Ok(v);
         }
+        self.accesses.add(&["miss", kind_name, "demand"], 1, bp.lsize as u64);
         let data: Arc<[u8]> = self.pool.read_block(bp)?.into();
         if cache_data || kind.class == Class::Metadata {
             self.arc.insert(key, data.clone(), kind);

@@ -1489,6 +1489,11 @@ impl Pool {
         }
     }
 
+    /// Bytes freed but not yet allocatable (waiting for a later commit).
+    pub fn deferred_bytes(&self) -> u64 {
+        self.space.lock().defer.iter().flat_map(|(_, r)| r.iter()).map(|r| r.len).sum()
+    }
+
     /// Hold freed space back from reuse (while a scrub walks an older tree).
     pub fn hold_frees(&self, hold: bool) {
         self.hold_frees.store(hold, Relaxed);
