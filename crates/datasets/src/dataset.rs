@@ -98,7 +98,8 @@ impl Dataset {
         let t0 = std::time::Instant::now();
         self.objset.write(obj, off, data)?;
         s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.ops.record(&[&self.name(), "write"], data.len() as u64, t0.elapsed());
+        self.ops
+            .record(&[&self.name(), "write"], data.len() as u64, t0.elapsed());
         Ok(())
     }
 
@@ -106,7 +107,8 @@ impl Dataset {
         self.store()?;
         let t0 = std::time::Instant::now();
         let data = self.objset.read(obj, off, len)?;
-        self.ops.record(&[&self.name(), "read"], data.len() as u64, t0.elapsed());
+        self.ops
+            .record(&[&self.name(), "read"], data.len() as u64, t0.elapsed());
         Ok(data)
     }
 

@@ -147,7 +147,7 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
         }
         "compression" => Compression::parse(value)
             .map(|c| c.to_string())
-            .map_err(|e| StoreError::Invalid(e)),
+            .map_err(StoreError::Invalid),
         "checksum" => match value {
             "on" | "blake3" => Ok("blake3".into()),
             "off" => Err(bad(

@@ -631,7 +631,7 @@ impl Store {
                 ));
             }
             let bs = volblocksize.unwrap_or(16384) as u64;
-            if size % bs != 0 {
+            if !size.is_multiple_of(bs) {
                 return Err(StoreError::Invalid(format!(
                     "volume size must be a multiple of the volume block size ({})",
                     props::format_size(bs)
@@ -716,7 +716,6 @@ impl Store {
             make(&mut st, p, DatasetKind::Filesystem, BTreeMap::new(), None)?;
         }
         let sparse = props_in.iter().any(|(k, _)| k == "sparse");
-        let mut local = local;
         local.remove("sparse");
         if is_volume && !sparse && !local.contains_key("reservation") {
             local.insert("reservation".into(), volsize.unwrap().to_string());
@@ -1011,7 +1010,7 @@ impl Store {
         if prop == "volsize" {
             let bs = rec.volblocksize.unwrap_or(16384) as u64;
             let n: u64 = canon.parse().unwrap_or(0);
-            if n % bs != 0 {
+            if !n.is_multiple_of(bs) {
                 return Err(StoreError::Invalid(format!(
                     "volume size must be a multiple of the volume block size ({})",
                     props::format_size(bs)

@@ -275,17 +275,14 @@ fn quota_and_full_pool_fail_cleanly() {
             Ok(()) => written += chunk.len() as u64,
             Err(e) => break e,
         }
-        if written % (1 << 20) == 0 {
+        if written.is_multiple_of(1 << 20) {
             store.sync().unwrap();
         }
         assert!(written < 64 << 20, "quota never enforced");
     };
     assert!(matches!(err, StoreError::Quota(_)), "{err}");
     assert_eq!(err.errno(), 122);
-    assert!(
-        written <= 4 << 20 && written >= 2 << 20,
-        "written {written}"
-    );
+    assert!((2 << 20..=4 << 20).contains(&written), "written {written}");
     // Fill the pool through another dataset.
     store
         .create_dataset(
@@ -304,7 +301,7 @@ fn quota_and_full_pool_fail_cleanly() {
             Ok(()) => off += chunk.len() as u64,
             Err(e) => break e,
         }
-        if off % (4 << 20) == 0 {
+        if off.is_multiple_of(4 << 20) {
             store.sync().unwrap();
         }
         assert!(off < 128 << 20, "pool never filled");

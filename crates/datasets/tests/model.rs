@@ -14,9 +14,19 @@ fn run_model(seed: u64, mirror: bool, rounds: usize) {
     let mut devs = sim_devices(if mirror { 2 } else { 1 }, 96 << 20);
     let mut store = Store::create_on_devices("tank", as_dyn(&devs), mirror, manual_opts()).unwrap();
     let mut model: Model = BTreeMap::from([("tank".to_string(), BTreeMap::new())]);
-    for (name, rs) in [("tank/data", "16K"), ("tank/logs", "128K"), ("tank/tiny", "512")] {
+    for (name, rs) in [
+        ("tank/data", "16K"),
+        ("tank/logs", "128K"),
+        ("tank/tiny", "512"),
+    ] {
         store
-            .create_dataset(name, DatasetKind::Filesystem, None, &[("recordsize".into(), rs.into())], false)
+            .create_dataset(
+                name,
+                DatasetKind::Filesystem,
+                None,
+                &[("recordsize".into(), rs.into())],
+                false,
+            )
             .unwrap();
         model.insert(name.into(), BTreeMap::new());
     }
@@ -39,7 +49,9 @@ fn run_model(seed: u64, mirror: bool, rounds: usize) {
                 devs = devs
                     .iter()
                     .enumerate()
-                    .map(|(i, d)| SimDevice::from_image(&format!("r{round}d{i}"), d.crash_image(|| false)))
+                    .map(|(i, d)| {
+                        SimDevice::from_image(&format!("r{round}d{i}"), d.crash_image(|| false))
+                    })
                     .collect();
                 drop(store);
                 store = Store::import_devices(as_dyn(&devs), manual_opts()).unwrap();
@@ -74,7 +86,11 @@ fn check_accounting(store: &Store, seed: u64) {
             true
         })
         .unwrap();
-        assert_eq!(sum, info.referenced, "seed {seed}: referenced of {} is not the sum of its blocks", info.name);
+        assert_eq!(
+            sum, info.referenced,
+            "seed {seed}: referenced of {} is not the sum of its blocks",
+            info.name
+        );
         reachable += sum;
     }
     let ub = store.pool().uberblock();
@@ -88,7 +104,11 @@ fn check_accounting(store: &Store, seed: u64) {
     }
     let allocated = store.pool().space().allocated;
     let deferred = store.pool().deferred_bytes();
-    assert_eq!(allocated, reachable + deferred, "seed {seed}: allocated {allocated} != reachable {reachable} + deferred {deferred}");
+    assert_eq!(
+        allocated,
+        reachable + deferred,
+        "seed {seed}: allocated {allocated} != reachable {reachable} + deferred {deferred}"
+    );
 }
 
 #[test]

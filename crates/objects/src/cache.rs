@@ -39,7 +39,8 @@ impl BlockCache {
         BlockCache {
             pool,
             arc: cachalot_arc::Arc::new(arc_max),
-            accesses: cachalot_analytics::global().stat("arc.accesses", &["result", "kind", "demand"]),
+            accesses: cachalot_analytics::global()
+                .stat("arc.accesses", &["result", "kind", "demand"]),
         }
     }
 
@@ -63,10 +64,12 @@ impl BlockCache {
             Class::Metadata => "metadata",
         };
         if let Some(v) = self.arc.get(&key, kind) {
-            self.accesses.add(&["hit", kind_name, "demand"], 1, v.len() as u64);
+            self.accesses
+                .add(&["hit", kind_name, "demand"], 1, v.len() as u64);
             return Ok(v);
         }
-        self.accesses.add(&["miss", kind_name, "demand"], 1, bp.lsize as u64);
+        self.accesses
+            .add(&["miss", kind_name, "demand"], 1, bp.lsize as u64);
         let data: Arc<[u8]> = self.pool.read_block(bp)?.into();
         if cache_data || kind.class == Class::Metadata {
             self.arc.insert(key, data.clone(), kind);

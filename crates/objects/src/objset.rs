@@ -83,6 +83,10 @@ pub struct ObjectInfo {
     pub bonus: [u8; BONUS_SIZE],
 }
 
+/// A record found in the in-memory layers: Some(rec), Some(None) = hole by truncate,
+/// None = not in memory (read the tree).
+type LayerHit = Option<Option<Arc<[u8]>>>;
+
 #[derive(Default)]
 struct Layer {
     records: BTreeMap<u64, Arc<[u8]>>,
@@ -526,7 +530,7 @@ impl ObjectSet {
             }
             let end = (offset + len as u64).min(size);
             let bs = st.blksz as u64;
-            let mut pieces: Vec<(u64, Option<Option<Arc<[u8]>>>)> = Vec::new();
+            let mut pieces: Vec<(u64, LayerHit)> = Vec::new();
             for blkid in offset / bs..end.div_ceil(bs) {
                 let mut found = None;
                 for layer in [Some(&st.open), st.syncing.as_deref()]
@@ -577,7 +581,7 @@ impl ObjectSet {
         let bs = st.blksz as u64;
         let first_gone = size.div_ceil(bs);
         // Zero the tail of the partial last record.
-        if size % bs != 0 {
+        if !size.is_multiple_of(bs) {
             let blkid = size / bs;
             if let Some(r) = self.get_record(st, blkid, cache_data)? {
                 let mut v = r.to_vec();

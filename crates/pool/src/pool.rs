@@ -132,6 +132,9 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
     Ok(out)
 }
 
+/// Opened devices of one top-level vdev, with the paths they were opened from.
+type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
+
 /// A pool found by scanning devices.
 #[derive(Clone, Debug)]
 pub struct Importable {
@@ -313,7 +316,7 @@ impl Pool {
             )));
         }
         // Open and check everything before writing anything.
-        let mut opened: Vec<Vec<(PathBuf, Arc<dyn BlockDevice>)>> = Vec::new();
+        let mut opened: Vec<DeviceGroup> = Vec::new();
         let mut created: Vec<PathBuf> = Vec::new();
         let cleanup = |created: &Vec<PathBuf>| {
             for p in created {
@@ -367,7 +370,7 @@ impl Pool {
         mirror: bool,
         ashift: u8,
     ) -> Result<Pool> {
-        let with_paths: Vec<(PathBuf, Arc<dyn BlockDevice>)> = devices
+        let with_paths: DeviceGroup = devices
             .into_iter()
             .map(|d| (d.path().to_path_buf(), d))
             .collect();
@@ -391,11 +394,7 @@ impl Pool {
         Pool::create_from(name, groups, ashift)
     }
 
-    fn create_from(
-        name: &str,
-        groups: Vec<(VdevKind, Vec<(PathBuf, Arc<dyn BlockDevice>)>)>,
-        ashift: u8,
-    ) -> Result<Pool> {
+    fn create_from(name: &str, groups: Vec<(VdevKind, DeviceGroup)>, ashift: u8) -> Result<Pool> {
         let sector = 1u64 << ashift;
         let mut config = PoolConfig {
             version: LABEL_VERSION,
@@ -1491,7 +1490,13 @@ impl Pool {
 
     /// Bytes freed but not yet allocatable (waiting for a later commit).
     pub fn deferred_bytes(&self) -> u64 {
-        self.space.lock().defer.iter().flat_map(|(_, r)| r.iter()).map(|r| r.len).sum()
+        self.space
+            .lock()
+            .defer
+            .iter()
+            .flat_map(|(_, r)| r.iter())
+            .map(|r| r.len)
+            .sum()
     }
 
     /// Hold freed space back from reuse (while a scrub walks an older tree).
