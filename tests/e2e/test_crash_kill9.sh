@@ -25,9 +25,11 @@ writer() {
         i=$((i + 1))
         seed=$((cycle * 100000 + i))
         len=$(((RANDOM % 64 + 1) * 4096 + RANDOM % 4096))
-        obj=$("$C" debug create tank/w) || return 0
-        "$C" debug write tank/w "$obj" --seed "$seed" --len "$len" || return 0
-        "$C" debug fsync tank/w || return 0
+        # Errors end the writer (the daemon is killed under it); they are kept to
+        # check that none is anything but a lost connection or a full pool.
+        obj=$("$C" debug create tank/w 2>>"$TMP/werr") || return 0
+        "$C" debug write tank/w "$obj" --seed "$seed" --len "$len" 2>>"$TMP/werr" || return 0
+        "$C" debug fsync tank/w 2>>"$TMP/werr" || return 0
         echo "$obj $seed $len" >>"$ACKED"
     done
 }
@@ -40,14 +42,20 @@ for cycle in $(seq "$CYCLES"); do
     sleep "$((RANDOM % 2)).$((RANDOM % 10))"
     kill9_daemon
     wait "$wpid" 2>/dev/null || true
+    if grep -qiv "connect\|connection\|broken pipe\|out of space\|reset by peer\|eof\|closed" "$TMP/werr" 2>/dev/null; then
+        fail "cycle $cycle: the writer saw an unexpected error: $(grep -iv 'connect\|connection\|broken pipe\|out of space\|reset by peer\|eof\|closed' "$TMP/werr" | head -3)"
+    fi
     start_daemon
+    # Every object acknowledged in this cycle, plus a sample of older ones (all of
+    # them are checked once more at the end).
     n=0
+    { awk -v c="$cycle" '$2 >= c * 100000' "$ACKED"; shuf -n 20 "$ACKED" 2>/dev/null || true; } >"$TMP/check"
     while read -r obj seed len; do
         "$C" debug read tank/w "$obj" --len "$len" --seed "$seed" >/dev/null ||
             fail "cycle $cycle: acknowledged object $obj (seed $seed, $len bytes) is not intact"
         n=$((n + 1))
-    done <"$ACKED"
-    note "cycle $cycle: $n acknowledged objects intact"
+    done <"$TMP/check"
+    note "cycle $cycle: $n acknowledged objects checked, $(wc -l <"$ACKED") in all"
     # Free space now and then: delete the oldest acknowledged objects.
     if ((cycle % 5 == 0)) && ((n > 10)); then
         head -n 5 "$ACKED" | while read -r obj _ _; do assert_ok "$C" debug delete tank/w "$obj"; done
@@ -56,6 +64,11 @@ for cycle in $(seq "$CYCLES"); do
     fi
 done
 [[ $(wc -l <"$ACKED") -gt 20 ]] || fail "too few acknowledged writes: the workload did not run"
+while read -r obj seed len; do
+    "$C" debug read tank/w "$obj" --len "$len" --seed "$seed" >/dev/null ||
+        fail "end: acknowledged object $obj (seed $seed, $len bytes) is not intact"
+done <"$ACKED"
+note "all $(wc -l <"$ACKED") acknowledged objects intact"
 
 assert_ok "$C" pool scrub -w tank
 status=$(assert_ok "$C" pool status tank)

@@ -1,1 +1,374 @@
-fn main() {}
+//! `cachalot`: the command-line interface (zpool/zfs style) and `cachalot serve`.
+//!
+//! Invariants:
+//! - The command forms are those of docs CLI.md (shared/CLI.md); options may be added,
+//!   never removed or renamed.
+//! - Every failure prints exactly one line `cachalot: <message>` on stderr and exits 1;
+//!   usage errors exit 2 (also one line, except bare help requests).
+//! - Paths given to the daemon (devices, import dirs) are made absolute here, because
+//!   the daemon's working directory is not the caller's.
+
+mod commands;
+mod debug;
+mod status;
+mod table;
+
+use cachalot_daemon::parse_size;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Size argument ("256M", "1.5G", "4096").
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cachalot",
+    version,
+    about = "Cachalot: copy-on-write storage for MySQL (zpool/zfs-style commands)",
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// Daemon socket (default: $CACHALOT_SOCKET, else $CACHALOT_HOME/cachalot.sock,
+    /// else /var/lib/cachalot/cachalot.sock)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run the daemon in the foreground
+    Serve(ServeArgs),
+    /// Manage pools
+    #[command(subcommand)]
+    Pool(PoolCmd),
+    /// Create a filesystem, or a volume with -V
+    Create(CreateArgs),
+    /// List datasets
+    List(ListArgs),
+    /// Show properties
+    Get(GetArgs),
+    /// Set properties: set PROP=VAL [PROP=VAL...] NAME
+    Set(SetArgs),
+    /// Reset a property to its inherited value
+    Inherit(InheritArgs),
+    /// Destroy a dataset
+    Destroy(DestroyArgs),
+    /// Low-level debugging commands (objects, raw API calls)
+    #[command(subcommand, hide = true)]
+    Debug(debug::DebugCmd),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// State directory (default: $CACHALOT_HOME, else /var/lib/cachalot)
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// HTTP listen address ("127.0.0.1:0" = any free port, "none" = off)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7470")]
+    pub http: String,
+    /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
+    #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+    pub arc_max: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PoolCmd {
+    /// Create a pool: pool create [-f] [-s SIZE] [-o ashift=N] POOL VDEVSPEC...
+    Create {
+        /// Use devices even if they carry another pool's label
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create missing device files as sparse files of SIZE
+        #[arg(short = 's', value_name = "SIZE", value_parser = size_arg)]
+        size: Option<u64>,
+        /// Pool property (ashift=N)
+        #[arg(short = 'o', value_name = "PROP=VAL")]
+        pool_props: Vec<String>,
+        /// Property of the root dataset
+        #[arg(short = 'O', value_name = "PROP=VAL")]
+        fs_props: Vec<String>,
+        pool: String,
+        /// PATH..., mirror PATH PATH..., raidz1|raidz2 PATH..., log PATH..., cache PATH...
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        vdevs: Vec<String>,
+    },
+    /// Import a pool (without POOL: list importable pools)
+    Import {
+        /// Directory or device file to search (repeatable)
+        #[arg(short = 'd', value_name = "DIR|PATH")]
+        dirs: Vec<PathBuf>,
+        pool: Option<String>,
+    },
+    /// Export a pool (it can be imported again)
+    Export { pool: String },
+    /// Destroy a pool (erases its labels)
+    Destroy {
+        /// Accepted for zpool compatibility
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+    },
+    /// List pools
+    List {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Exact numbers
+        #[arg(short = 'p')]
+        parsable: bool,
+        pool: Option<String>,
+    },
+    /// Show the vdev tree, error counters and scrub state
+    Status { pool: Option<String> },
+    /// Start a scrub
+    Scrub {
+        /// Wait until the scrub has finished
+        #[arg(short = 'w')]
+        wait: bool,
+        pool: String,
+    },
+    /// Add vdevs to a pool
+    Add {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create missing device files as sparse files of SIZE
+        #[arg(short = 's', value_name = "SIZE", value_parser = size_arg)]
+        size: Option<u64>,
+        pool: String,
+        #[arg(required = true, num_args = 1..)]
+        vdevs: Vec<String>,
+    },
+    /// Commit a transaction group now
+    #[command(hide = true)]
+    Sync { pool: String },
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Create missing parent datasets
+    #[arg(short = 'p')]
+    pub parents: bool,
+    /// Property (repeatable)
+    #[arg(short = 'o', value_name = "PROP=VAL")]
+    pub props: Vec<String>,
+    /// Create a volume of SIZE
+    #[arg(short = 'V', value_name = "SIZE", value_parser = size_arg)]
+    pub volsize: Option<u64>,
+    /// Sparse (thin) volume: no reservation
+    #[arg(short = 's')]
+    pub sparse: bool,
+    /// Volume block size
+    #[arg(short = 'b', value_name = "BLOCKSIZE", value_parser = size_arg)]
+    pub blocksize: Option<u64>,
+    pub name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Scripted: no header, tab-separated
+    #[arg(short = 'H')]
+    pub scripted: bool,
+    /// Exact numbers
+    #[arg(short = 'p')]
+    pub parsable: bool,
+    /// Include descendants (the default when NAME is given; see -d)
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    /// Descend at most DEPTH levels below NAME (0: NAME only)
+    #[arg(short = 'd', value_name = "DEPTH")]
+    pub depth: Option<u64>,
+    /// filesystem, volume, snapshot or all (comma-separated)
+    #[arg(short = 't', value_name = "TYPE")]
+    pub types: Option<String>,
+    /// Columns (comma-separated property names)
+    #[arg(short = 'o', value_name = "COLS")]
+    pub cols: Option<String>,
+    pub name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Scripted: no header, tab-separated
+    #[arg(short = 'H')]
+    pub scripted: bool,
+    /// Exact numbers
+    #[arg(short = 'p')]
+    pub parsable: bool,
+    /// Fields to print: name,property,value,source
+    #[arg(short = 'o', value_name = "FIELDS")]
+    pub fields: Option<String>,
+    /// PROP[,PROP...] or all
+    pub props: String,
+    #[arg(required = true, num_args = 1..)]
+    pub names: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SetArgs {
+    /// One or more PROP=VAL, then the dataset NAME
+    #[arg(required = true, num_args = 2.., value_name = "PROP=VAL|NAME")]
+    pub args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct InheritArgs {
+    pub prop: String,
+    #[arg(required = true, num_args = 1..)]
+    pub names: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct DestroyArgs {
+    /// Destroy descendants too
+    #[arg(short = 'r')]
+    pub recursive: bool,
+    pub name: String,
+}
+
+/// Turn clap's multi-line error into one line.
+fn one_line_usage_error(rendered: &str) -> String {
+    let mut parts = Vec::new();
+    for l in rendered.lines() {
+        let l = l.trim();
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        if !l.is_empty() {
+            parts.push(l.strip_prefix("error: ").unwrap_or(l).to_string());
+        }
+    }
+    if parts.is_empty() {
+        "invalid usage (see --help)".to_string()
+    } else {
+        format!("{} (see --help)", parts.join(" "))
+    }
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+                _ => {
+                    eprintln!("cachalot: {}", one_line_usage_error(&e.to_string()));
+                    std::process::exit(2);
+                }
+            }
+        }
+    };
+    if let Err(e) = commands::run(cli) {
+        eprintln!("cachalot: {}", cachalot_daemon::proto::one_line(&e));
+        std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("cachalot").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn contract_forms_parse() {
+        for a in [
+            &[
+                "serve",
+                "--home",
+                "/h",
+                "--socket",
+                "/s",
+                "--http",
+                "127.0.0.1:0",
+                "--arc-max",
+                "1G",
+            ][..],
+            &[
+                "pool",
+                "create",
+                "-f",
+                "-s",
+                "256M",
+                "-o",
+                "ashift=12",
+                "tank",
+                "/a",
+                "mirror",
+                "/b",
+                "/c",
+            ],
+            &["pool", "import", "-d", "/x", "-d", "/y", "tank"],
+            &["pool", "import", "-d", "/x"],
+            &["pool", "export", "tank"],
+            &["pool", "destroy", "tank"],
+            &["pool", "list", "-H", "-p", "tank"],
+            &["pool", "list"],
+            &["pool", "status"],
+            &["pool", "status", "tank"],
+            &["pool", "scrub", "-w", "tank"],
+            &["pool", "add", "tank", "mirror", "/d", "/e"],
+            &[
+                "create",
+                "-p",
+                "-o",
+                "recordsize=16K",
+                "-o",
+                "compression=lz4",
+                "tank/db",
+            ],
+            &["create", "-V", "1G", "-s", "-b", "16K", "tank/vol"],
+            &[
+                "list",
+                "-H",
+                "-p",
+                "-r",
+                "-t",
+                "all",
+                "-o",
+                "name,used",
+                "tank",
+            ],
+            &["get", "-H", "-p", "recordsize,compression", "tank/db"],
+            &["get", "all", "tank/db"],
+            &["set", "recordsize=16K", "tank/db"],
+            &["inherit", "recordsize", "tank/db"],
+            &["destroy", "-r", "tank/db"],
+            &[
+                "debug", "write", "tank/db", "1", "--seed", "7", "--len", "1M",
+            ],
+            &["pool", "sync", "tank"],
+        ] {
+            parse(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
+        }
+        for bad in [
+            &["pool", "create", "tank"][..],
+            &["set", "recordsize=16K"],
+            &["bogus"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let e = parse(&["set", "x=1"]).unwrap_err();
+        let m = one_line_usage_error(&e.to_string());
+        assert!(!m.contains('\n'), "{m}");
+        assert!(m.contains("required"), "{m}");
+    }
+}

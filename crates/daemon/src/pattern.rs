@@ -77,7 +77,7 @@ pub fn to_hex(data: &[u8]) -> String {
 /// Decode hex (either case).
 pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
     let b = s.trim().as_bytes();
-    if b.len() % 2 != 0 {
+    if b.len() & 1 != 0 {
         return Err("invalid hex: odd length".into());
     }
     let nib = |c: u8| -> Result<u8, String> {

@@ -77,7 +77,7 @@ pub fn format_size(n: u64) -> String {
         return format!("{n}{unit}");
     }
     let div = 1u64 << (10 * index);
-    if n % div == 0 {
+    if n & (div - 1) == 0 {
         return format!("{}{unit}", n / div);
     }
     let val = n as f64 / div as f64;

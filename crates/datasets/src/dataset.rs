@@ -93,7 +93,17 @@ impl Dataset {
 
     pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
         let s = self.store()?;
-        s.check_space(self.id, data.len() as u64)?;
+        if let Err(e) = s.check_space(self.id, data.len() as u64) {
+            // The estimate counts dirty data pessimistically: commit it and look again
+            // before telling the writer the space is gone.
+            if !matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
+                || s.dirty.load(Ordering::Relaxed) == 0
+            {
+                return Err(e);
+            }
+            s.sync()?;
+            s.check_space(self.id, data.len() as u64)?;
+        }
         s.throttle()?;
         let t0 = std::time::Instant::now();
         self.objset.write(obj, off, data)?;

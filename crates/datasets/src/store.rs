@@ -849,7 +849,11 @@ impl Store {
             .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
             .sum();
         let need = slop_space(space.size) + reserved_elsewhere + dirty + dirty / 4 + est;
-        if space.free < need {
+        // Only free space in extents that can hold this dataset's records counts
+        // (no gang blocks: a record must be contiguous); metadata needs 16K pieces.
+        let blksz = (resolve_objset_props(cat, id).recordsize as u64).max(16384);
+        let usable = self.pool.usable_free(blksz).min(space.free);
+        if usable < need {
             return Err(StoreError::NoSpace(self.pool.name()));
         }
         for a in cat.ancestry(id) {

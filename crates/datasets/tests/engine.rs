@@ -465,7 +465,13 @@ fn concurrent_writers_race_commits() {
     opts.txg_timeout = std::time::Duration::from_millis(10);
     let store = Store::create_on_devices("tank", as_dyn(&devs), false, opts).unwrap();
     store
-        .create_dataset("tank/c", DatasetKind::Filesystem, None, &[("recordsize".into(), "16K".into())], false)
+        .create_dataset(
+            "tank/c",
+            DatasetKind::Filesystem,
+            None,
+            &[("recordsize".into(), "16K".into())],
+            false,
+        )
         .unwrap();
     let models: Vec<(u64, Vec<u8>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..4u64)
@@ -490,7 +496,10 @@ fn concurrent_writers_race_commits() {
                         let probe = rng.below(model.len() as u64 + 1);
                         let got = ds.read(id, probe, 20_000).unwrap();
                         let end = (probe as usize + 20_000).min(model.len());
-                        assert!(got == model[probe.min(end as u64) as usize..end], "thread {t} op {i}: read does not see the latest write");
+                        assert!(
+                            got == model[probe.min(end as u64) as usize..end],
+                            "thread {t} op {i}: read does not see the latest write"
+                        );
                     }
                     (id, model)
                 })
@@ -498,14 +507,79 @@ fn concurrent_writers_race_commits() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert!(store.synced_txg() > 3, "the sync thread committed during the run");
+    assert!(
+        store.synced_txg() > 3,
+        "the sync thread committed during the run"
+    );
     store.export().unwrap();
     let store = Store::import_devices(as_dyn(&devs), manual_opts()).unwrap();
     let ds = store.dataset("tank/c").unwrap();
     for (id, model) in &models {
-        assert!(ds.read(*id, 0, 2 << 20).unwrap() == *model, "object {id} after import");
+        assert!(
+            ds.read(*id, 0, 2 << 20).unwrap() == *model,
+            "object {id} after import"
+        );
     }
     store.scrub_start().unwrap();
     let s = store.scrub_wait();
     assert_eq!((s.errors, s.unrecoverable), (0, 0));
+}
+
+/// Fill a fragmented pool (objects created and deleted at random) until writes get
+/// ENOSPC: commits must never run out of space (the pool is never suspended), and
+/// deleting lets writes succeed again.
+#[test]
+fn fragmented_full_pool_never_suspends() {
+    for (seed, mirror) in [(1u64, false), (2, true)] {
+        let devs = sim_devices(if mirror { 2 } else { 1 }, 64 << 20);
+        let store = Store::create_on_devices("tank", as_dyn(&devs), mirror, manual_opts()).unwrap();
+        store
+            .create_dataset(
+                "tank/f",
+                DatasetKind::Filesystem,
+                None,
+                &[
+                    ("recordsize".into(), "16K".into()),
+                    ("compression".into(), "off".into()),
+                ],
+                false,
+            )
+            .unwrap();
+        let ds = store.dataset("tank/f").unwrap();
+        let mut rng = Rng(seed);
+        let mut live: Vec<u64> = Vec::new();
+        let mut full = 0;
+        for i in 0..4000 {
+            if rng.chance(30) && !live.is_empty() {
+                let k = rng.below(live.len() as u64) as usize;
+                ds.delete_object(live.swap_remove(k)).unwrap();
+            } else {
+                let id = match ds.create_object() {
+                    Ok(id) => id,
+                    Err(e) => {
+                        assert!(matches!(e, StoreError::NoSpace(_)), "iteration {i}: {e}");
+                        full += 1;
+                        continue;
+                    }
+                };
+                let n = 4096 + rng.below(260_000) as usize;
+                match ds.write(id, 0, &rng.bytes(n)) {
+                    Ok(()) => live.push(id),
+                    Err(e) => {
+                        assert!(matches!(e, StoreError::NoSpace(_)), "iteration {i}: {e}");
+                        ds.delete_object(id).unwrap();
+                        full += 1;
+                    }
+                }
+            }
+            if i % 10 == 0 {
+                store
+                    .sync()
+                    .unwrap_or_else(|e| panic!("seed {seed} iteration {i}: commit failed: {e}"));
+            }
+        }
+        assert!(full > 10, "the pool never filled");
+        assert!(store.pool().suspended().is_none());
+        store.export().unwrap();
+    }
 }

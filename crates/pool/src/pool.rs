@@ -132,6 +132,9 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
     Ok(out)
 }
 
+/// Block size classes for `usable_free`: 4K, 8K, ... 1M.
+const USABLE_CLASSES: usize = 9;
+
 /// Opened devices of one top-level vdev, with the paths they were opened from.
 type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
 
@@ -191,6 +194,9 @@ pub struct Pool {
     space: Mutex<SpaceState>,
     last_ub: Mutex<Uberblock>,
     suspended: Mutex<Option<String>>,
+    /// Free bytes usable by blocks of 2^(12+i) bytes (4K..1M), as of the last
+    /// commit: in a fragmented pool not every free byte can hold a large block.
+    usable: Mutex<[u64; USABLE_CLASSES]>,
     /// While set (scrub running), freed space is not made allocatable again.
     hold_frees: std::sync::atomic::AtomicBool,
     disk_ops: Stat,
@@ -488,6 +494,7 @@ impl Pool {
             last_ub: Mutex::new(ub),
             suspended: Mutex::new(None),
             hold_frees: std::sync::atomic::AtomicBool::new(false),
+            usable: Mutex::new([0; USABLE_CLASSES]),
             disk_ops: cachalot_analytics::global().stat("disk.ops", &["device", "op"]),
         }
     }
@@ -675,6 +682,7 @@ impl Pool {
                 Ok(space) => {
                     *pool.space.lock() = space;
                     *pool.last_ub.lock() = ub;
+                    pool.refresh_usable();
                     return Ok(pool);
                 }
                 Err(e) => last_err = Some(e),
@@ -1290,6 +1298,7 @@ impl Pool {
         s.defer.back_mut().unwrap().1.extend(extra);
         drop(s);
         *self.last_ub.lock() = ub;
+        self.refresh_usable();
         cachalot_analytics::global()
             .stat("txg.commits", &["pool"])
             .record(&[&cfg.name], 0, t0.elapsed());
@@ -1497,6 +1506,26 @@ impl Pool {
             .flat_map(|(_, r)| r.iter())
             .map(|r| r.len)
             .sum()
+    }
+
+    fn refresh_usable(&self) {
+        let s = self.space.lock();
+        let mut u = [0u64; USABLE_CLASSES];
+        for (_, len) in s.vdevs.iter().flat_map(|v| v.free.iter()) {
+            for (i, slot) in u.iter_mut().enumerate() {
+                let bs = 4096u64 << i;
+                *slot += len / bs * bs;
+            }
+        }
+        drop(s);
+        *self.usable.lock() = u;
+    }
+
+    /// Free bytes usable by blocks of up to `blksz` bytes, as of the last commit.
+    pub fn usable_free(&self, blksz: u64) -> u64 {
+        let class =
+            (blksz.max(4096).next_power_of_two().trailing_zeros() as usize).saturating_sub(12);
+        self.usable.lock()[class.min(USABLE_CLASSES - 1)]
     }
 
     /// Hold freed space back from reuse (while a scrub walks an older tree).

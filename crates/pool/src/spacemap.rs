@@ -17,8 +17,9 @@ use crate::blkptr::{BlkPtr, BLKPTR_SIZE};
 pub const RECORD_SIZE: usize = 16;
 /// Bytes of a block's header.
 pub const HEADER_SIZE: usize = 64 + BLKPTR_SIZE;
-/// Largest space map block.
-pub const MAX_BLOCK: usize = 128 * 1024;
+/// Largest space map block. Kept at 16 KiB, the size of the largest metadata
+/// block, so a commit never needs a large contiguous extent in a fragmented pool.
+pub const MAX_BLOCK: usize = 16 * 1024;
 /// Records that fit in a full block.
 pub const PER_BLOCK: usize = (MAX_BLOCK - HEADER_SIZE) / RECORD_SIZE;
 const MAGIC: u32 = 0x5350_4d31; // "SPM1"

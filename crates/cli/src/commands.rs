@@ -1,0 +1,466 @@
+//! Command implementations: each turns parsed arguments into daemon requests and
+//! prints the results zfs-style.
+//!
+//! Invariants:
+//! - Commands print to stdout only on success; every error is returned as one
+//!   message (printed by `main`), never printed half-way.
+//! - Paths sent to the daemon are absolute.
+
+use crate::table::Table;
+use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs};
+use cachalot_daemon::client::{default_home, default_socket, Client};
+use cachalot_daemon::format_size;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+pub type CmdResult = Result<(), String>;
+
+/// Vdev-spec words that are not paths.
+const VDEV_KEYWORDS: &[&str] = &[
+    "mirror", "raidz", "raidz1", "raidz2", "raidz3", "log", "cache", "spare", "special", "dedup",
+];
+
+pub fn absolute(p: &Path) -> Result<PathBuf, String> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|e| format!("cannot determine the current directory: {e}"))?;
+    Ok(cwd.join(p))
+}
+
+fn vdev_words(words: &[String]) -> Result<Vec<String>, String> {
+    words
+        .iter()
+        .map(|w| {
+            if VDEV_KEYWORDS.contains(&w.as_str()) {
+                Ok(w.clone())
+            } else {
+                absolute(Path::new(w)).map(|p| p.to_string_lossy().into_owned())
+            }
+        })
+        .collect()
+}
+
+/// The socket to talk to: --socket, $CACHALOT_SOCKET, $CACHALOT_HOME/cachalot.sock.
+fn socket_path(cli_socket: &Option<PathBuf>) -> PathBuf {
+    cli_socket.clone().unwrap_or_else(default_socket)
+}
+
+/// A connected client, created on first use.
+pub struct Ctx {
+    socket: PathBuf,
+    client: Option<Client>,
+}
+
+impl Ctx {
+    pub fn call(&mut self, op: &str, args: Value) -> Result<Value, String> {
+        if self.client.is_none() {
+            self.client = Some(Client::connect(&self.socket)?);
+        }
+        match self.client.as_mut() {
+            Some(c) => c.call(op, args),
+            None => Err("not connected".into()),
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> CmdResult {
+    if let Cmd::Serve(a) = &cli.cmd {
+        return serve(a, &cli.socket);
+    }
+    let mut ctx = Ctx {
+        socket: socket_path(&cli.socket),
+        client: None,
+    };
+    match cli.cmd {
+        Cmd::Serve(_) => unreachable!("handled above"),
+        Cmd::Pool(p) => pool(&mut ctx, p),
+        Cmd::Create(a) => create(&mut ctx, a),
+        Cmd::List(a) => list(&mut ctx, a),
+        Cmd::Get(a) => get(&mut ctx, a),
+        Cmd::Set(a) => {
+            let (name, assigns) = a.args.split_last().ok_or("set: missing arguments")?;
+            if assigns.is_empty() {
+                return Err("set: expected PROP=VAL NAME".into());
+            }
+            let mut pairs = Vec::new();
+            for s in assigns {
+                let (k, v) = s
+                    .split_once('=')
+                    .ok_or_else(|| format!("set: '{s}' is not PROP=VAL"))?;
+                if k.is_empty() {
+                    return Err(format!("set: '{s}' has an empty property name"));
+                }
+                pairs.push((k.to_string(), v.to_string()));
+            }
+            for (k, v) in pairs {
+                ctx.call("ds.set", json!({"name": name, "prop": k, "value": v}))?;
+            }
+            Ok(())
+        }
+        Cmd::Inherit(a) => {
+            for n in &a.names {
+                ctx.call("ds.inherit", json!({"name": n, "prop": a.prop}))?;
+            }
+            Ok(())
+        }
+        Cmd::Destroy(a) => {
+            ctx.call(
+                "ds.destroy",
+                json!({"name": a.name, "recursive": a.recursive}),
+            )?;
+            Ok(())
+        }
+        Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
+    }
+}
+
+fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
+    let mut opts = cachalot_daemon::ServeOpts::default();
+    let home = match &a.home {
+        Some(h) => absolute(h)?,
+        None => default_home(),
+    };
+    opts.socket = match socket {
+        Some(s) => absolute(s)?,
+        None => match std::env::var_os("CACHALOT_SOCKET") {
+            Some(s) if !s.is_empty() => absolute(Path::new(&s))?,
+            _ => home.join("cachalot.sock"),
+        },
+    };
+    opts.home = home;
+    opts.http = a.http.clone();
+    if let Some(m) = a.arc_max {
+        opts.arc_max = m;
+    }
+    cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
+}
+
+// ---- pools ----
+
+fn parse_pool_opts(props: &[String]) -> Result<Option<u64>, String> {
+    let mut ashift = None;
+    for p in props {
+        match p.split_once('=') {
+            Some(("ashift", v)) => {
+                ashift = Some(
+                    v.parse::<u64>()
+                        .map_err(|_| format!("invalid ashift '{v}'"))?,
+                )
+            }
+            Some((k, _)) => {
+                return Err(format!(
+                    "unknown pool property '{k}' (use -O for dataset properties)"
+                ))
+            }
+            None => return Err(format!("'{p}' is not PROP=VAL")),
+        }
+    }
+    Ok(ashift)
+}
+
+fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
+    match cmd {
+        PoolCmd::Create {
+            force,
+            size,
+            pool_props,
+            fs_props,
+            pool,
+            vdevs,
+        } => {
+            let mut args = json!({
+                "name": pool,
+                "vdevs": vdev_words(&vdevs)?,
+                "force": force,
+                "props": fs_props,
+            });
+            if let Some(s) = size {
+                args["size"] = json!(s);
+            }
+            if let Some(a) = parse_pool_opts(&pool_props)? {
+                args["ashift"] = json!(a);
+            }
+            ctx.call("pool.create", args)?;
+            Ok(())
+        }
+        PoolCmd::Import { dirs, pool } => {
+            let dirs: Vec<String> = dirs
+                .iter()
+                .map(|d| absolute(d).map(|p| p.to_string_lossy().into_owned()))
+                .collect::<Result<_, _>>()?;
+            match pool {
+                Some(p) => {
+                    ctx.call("pool.import", json!({"dirs": dirs, "name": p}))?;
+                }
+                None => {
+                    let found = ctx.call("pool.import", json!({ "dirs": dirs }))?;
+                    print!("{}", crate::status::render_importable(&found));
+                }
+            }
+            Ok(())
+        }
+        PoolCmd::Export { pool } => ctx.call("pool.export", json!({ "name": pool })).map(drop),
+        PoolCmd::Destroy { pool, .. } => {
+            ctx.call("pool.destroy", json!({ "name": pool })).map(drop)
+        }
+        PoolCmd::List {
+            scripted,
+            parsable,
+            pool,
+        } => {
+            let rows = ctx.call("pool.list", json!({ "name": pool }))?;
+            print!("{}", render_pool_list(&rows, scripted, parsable));
+            Ok(())
+        }
+        PoolCmd::Status { pool } => {
+            let st = ctx.call("pool.status", json!({ "name": pool }))?;
+            print!("{}", crate::status::render_status(&st));
+            Ok(())
+        }
+        PoolCmd::Scrub { wait, pool } => ctx
+            .call("pool.scrub", json!({"name": pool, "wait": wait}))
+            .map(drop),
+        PoolCmd::Add {
+            force,
+            size,
+            pool,
+            vdevs,
+        } => {
+            let mut args = json!({"name": pool, "vdevs": vdev_words(&vdevs)?, "force": force});
+            if let Some(s) = size {
+                args["size"] = json!(s);
+            }
+            ctx.call("pool.add", args).map(drop)
+        }
+        PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
+    }
+}
+
+fn num_cell(v: &Value, parsable: bool, fmt: impl Fn(u64) -> String) -> String {
+    match v.as_u64() {
+        Some(n) if parsable => n.to_string(),
+        Some(n) => fmt(n),
+        None => "-".into(),
+    }
+}
+
+pub fn render_pool_list(rows: &Value, scripted: bool, parsable: bool) -> String {
+    let mut t = Table::new(
+        ["NAME", "SIZE", "ALLOC", "FREE", "FRAG", "CAP", "HEALTH"]
+            .map(String::from)
+            .to_vec(),
+        vec![false, true, true, true, true, true, false],
+    );
+    let pct = |n: u64| format!("{n}%");
+    for r in rows.as_array().into_iter().flatten() {
+        t.rows.push(vec![
+            r["name"].as_str().unwrap_or("-").to_string(),
+            num_cell(&r["size"], parsable, format_size),
+            num_cell(&r["alloc"], parsable, format_size),
+            num_cell(&r["free"], parsable, format_size),
+            num_cell(&r["frag"], parsable, pct),
+            num_cell(&r["cap"], parsable, pct),
+            r["health"].as_str().unwrap_or("-").to_string(),
+        ]);
+    }
+    t.render(scripted)
+}
+
+// ---- datasets ----
+
+fn create(ctx: &mut Ctx, a: CreateArgs) -> CmdResult {
+    for p in &a.props {
+        if !p.contains('=') {
+            return Err(format!("'{p}' is not PROP=VAL"));
+        }
+    }
+    let mut args = json!({
+        "name": a.name,
+        "props": a.props,
+        "parents": a.parents,
+        "sparse": a.sparse,
+    });
+    if let Some(v) = a.volsize {
+        args["volume_size"] = json!(v);
+    }
+    if let Some(b) = a.blocksize {
+        args["blocksize"] = json!(b);
+    }
+    ctx.call("ds.create", args).map(drop)
+}
+
+/// zfs' column headers for property names.
+fn header_for(prop: &str) -> String {
+    match prop {
+        "available" | "avail" => "AVAIL".into(),
+        "referenced" | "refer" => "REFER".into(),
+        "compressratio" | "ratio" => "RATIO".into(),
+        "logicalused" | "lused" => "LUSED".into(),
+        "recordsize" | "recsize" => "RECSIZE".into(),
+        "compression" | "compress" => "COMPRESS".into(),
+        "reservation" => "RESERV".into(),
+        "primarycache" => "PRIMARYCACHE".into(),
+        p => p.to_uppercase(),
+    }
+}
+
+fn is_numeric_col(prop: &str) -> bool {
+    matches!(
+        prop,
+        "used"
+            | "available"
+            | "avail"
+            | "referenced"
+            | "refer"
+            | "quota"
+            | "reservation"
+            | "recordsize"
+            | "recsize"
+            | "volsize"
+            | "volblocksize"
+            | "compressratio"
+            | "ratio"
+            | "logicalused"
+            | "lused"
+            | "written"
+    )
+}
+
+fn list(ctx: &mut Ctx, a: ListArgs) -> CmdResult {
+    let cols: Vec<String> = match &a.cols {
+        Some(c) => c
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => ["name", "used", "available", "referenced", "mountpoint"]
+            .map(String::from)
+            .to_vec(),
+    };
+    if cols.is_empty() {
+        return Err("list -o: no columns given".into());
+    }
+    let recursive = a.name.is_some() && a.depth.is_none();
+    let mut args = json!({
+        "name": a.name,
+        "recursive": recursive || a.recursive,
+        "type": a.types,
+        "props": cols,
+    });
+    if let Some(d) = a.depth {
+        args["depth"] = json!(d);
+    }
+    let rows = ctx.call("ds.list", args)?;
+    let mut t = Table::new(
+        cols.iter().map(|c| header_for(c)).collect(),
+        cols.iter().map(|c| is_numeric_col(c)).collect(),
+    );
+    for r in rows.as_array().into_iter().flatten() {
+        let props = &r["props"];
+        t.rows.push(
+            cols.iter()
+                .map(|c| {
+                    let key = cachalot_daemon::daemon::canonical_prop(c);
+                    let cell = &props[key];
+                    let f = if a.parsable { "raw" } else { "value" };
+                    cell[f].as_str().unwrap_or("-").to_string()
+                })
+                .collect(),
+        );
+    }
+    print!("{}", t.render(a.scripted));
+    Ok(())
+}
+
+fn get(ctx: &mut Ctx, a: GetArgs) -> CmdResult {
+    let props: Vec<String> = a
+        .props
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if props.is_empty() {
+        return Err("get: no property given".into());
+    }
+    let fields: Vec<String> = match &a.fields {
+        Some(f) => f.split(',').map(|s| s.trim().to_string()).collect(),
+        None => ["name", "property", "value", "source"]
+            .map(String::from)
+            .to_vec(),
+    };
+    for f in &fields {
+        if !["name", "property", "value", "source"].contains(&f.as_str()) {
+            return Err(format!(
+                "get -o: invalid field '{f}' (use name, property, value, source)"
+            ));
+        }
+    }
+    let mut t = Table::new(
+        fields.iter().map(|f| f.to_uppercase()).collect(),
+        vec![false; fields.len()],
+    );
+    for name in &a.names {
+        let rows = ctx.call("ds.get", json!({"name": name, "props": props}))?;
+        for r in rows.as_array().into_iter().flatten() {
+            t.rows.push(
+                fields
+                    .iter()
+                    .map(|f| {
+                        let key = if f == "value" && a.parsable {
+                            "raw"
+                        } else {
+                            f.as_str()
+                        };
+                        r[key].as_str().unwrap_or("-").to_string()
+                    })
+                    .collect(),
+            );
+        }
+    }
+    print!("{}", t.render(a.scripted));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vdev_words_absolute() {
+        let w = vdev_words(&["mirror".into(), "a.img".into(), "/b.img".into()]).unwrap();
+        assert_eq!(w[0], "mirror");
+        assert!(w[1].starts_with('/') && w[1].ends_with("/a.img"));
+        assert_eq!(w[2], "/b.img");
+    }
+
+    #[test]
+    fn pool_opts() {
+        assert_eq!(parse_pool_opts(&["ashift=9".into()]).unwrap(), Some(9));
+        assert_eq!(parse_pool_opts(&[]).unwrap(), None);
+        assert!(parse_pool_opts(&["ashift=x".into()]).is_err());
+        assert!(parse_pool_opts(&["foo=1".into()]).is_err());
+        assert!(parse_pool_opts(&["foo".into()]).is_err());
+    }
+
+    #[test]
+    fn pool_list_formats() {
+        let rows = json!([{"name": "tank", "size": 268435456u64, "alloc": 1048576, "free": 267386880,
+                           "frag": 0, "cap": 0, "health": "ONLINE"},
+                          {"name": "gone", "size": null, "alloc": null, "free": null,
+                           "frag": null, "cap": null, "health": "UNAVAIL"}]);
+        let h = render_pool_list(&rows, true, false);
+        assert_eq!(
+            h,
+            "tank\t256M\t1M\t255M\t0%\t0%\tONLINE\ngone\t-\t-\t-\t-\t-\tUNAVAIL\n"
+        );
+        let p = render_pool_list(&rows, true, true);
+        assert!(p.starts_with("tank\t268435456\t1048576\t267386880\t0\t0\tONLINE\n"));
+        let human = render_pool_list(&rows, false, false);
+        assert!(
+            human.starts_with("NAME  SIZE  ALLOC  FREE  FRAG  CAP  HEALTH\n"),
+            "{human}"
+        );
+    }
+}
