@@ -34,8 +34,12 @@ assert_ok "$C" set recordsize=16K tank/db
 out=$(assert_ok "$C" get -H -p recordsize tank/db)
 assert_eq "$out" "tank/db${TAB}recordsize${TAB}16384${TAB}local" "get -H -p recordsize tank/db"
 
+out=$(assert_ok "$C" list -H -r -o name tank)
+assert_eq "$out" $'tank\ntank/db' "list -H -r -o name tank"
 out=$(assert_ok "$C" list -H -o name tank)
-assert_eq "$out" $'tank\ntank/db' "list -H -o name tank"
+assert_eq "$out" "tank" "list -H -o name tank (no -r: just tank, as in zfs)"
+out=$(assert_ok "$C" list -H -p -o name,used,recordsize tank/db)
+[[ $out =~ ^tank/db$TAB[0-9]+${TAB}16384$ ]] || fail "list -H -p -o name,used,recordsize: $out"
 
 note "bad inputs fail with one line and change nothing"
 before=$(state)

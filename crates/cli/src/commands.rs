@@ -342,10 +342,10 @@ fn list(ctx: &mut Ctx, a: ListArgs) -> CmdResult {
     if cols.is_empty() {
         return Err("list -o: no columns given".into());
     }
-    let recursive = a.name.is_some() && a.depth.is_none();
+    // As in zfs: NAME alone lists just it; -r (or -d) adds its descendants.
     let mut args = json!({
         "name": a.name,
-        "recursive": recursive || a.recursive,
+        "recursive": a.recursive || a.depth.is_some(),
         "type": a.types,
         "props": cols,
     });

@@ -682,10 +682,10 @@ impl Daemon {
                 if let Some(bs) = blocksize {
                     props.push(("volblocksize".into(), bs.to_string()));
                 }
-                // A thick volume gets reservation=volsize from the engine; a sparse
-                // one is asked for explicitly by reservation=none.
-                if sparse && !props.iter().any(|(k, _)| k == "reservation") {
-                    props.push(("reservation".into(), "none".into()));
+                // A thick volume gets reservation=volsize from the engine; the
+                // "sparse" marker asks for a thin one.
+                if sparse {
+                    props.push(("sparse".into(), "on".into()));
                 }
                 DatasetKind::Volume
             }
@@ -1026,22 +1026,8 @@ fn list_row(store: &Store, info: &DatasetInfo, props: &[String]) -> OpResult {
         pm.insert(p.clone(), v);
     }
     if !ask.is_empty() {
-        let rows = match store.get_props(&info.name, Some(&ask)) {
-            Ok(rows) => rows,
-            // One column may not apply to this kind of dataset (volsize on a
-            // filesystem): such cells print "-" as in zfs; other errors stand.
-            Err(_) => {
-                let mut rows = Vec::new();
-                for p in &ask {
-                    match store.get_props(&info.name, Some(std::slice::from_ref(p))) {
-                        Ok(r) => rows.extend(r),
-                        Err(e) if not_applicable(&e) => {}
-                        Err(e) => return Err(se(e)),
-                    }
-                }
-                rows
-            }
-        };
+        // Properties that do not apply to this kind of dataset come back as "-".
+        let rows = store.get_props(&info.name, Some(&ask)).map_err(se)?;
         for r in rows {
             pm.insert(
                 r.property.clone(),
@@ -1066,13 +1052,6 @@ fn list_row(store: &Store, info: &DatasetInfo, props: &[String]) -> OpResult {
         "mountpoint": info.mountpoint,
         "props": pm,
     }))
-}
-
-/// True for "property X does not apply to this kind of dataset" errors.
-fn not_applicable(e: &StoreError) -> bool {
-    let m = e.to_string();
-    matches!(e, StoreError::Invalid(_))
-        && (m.contains("applies only to") || m.contains("does not apply to"))
 }
 
 fn canon(p: &Path) -> PathBuf {

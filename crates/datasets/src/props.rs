@@ -219,8 +219,14 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
 /// Human form of a stored value.
 pub fn humanize(prop: &str, raw: &str) -> String {
     match prop {
-        "recordsize" | "quota" | "reservation" | "volsize" | "used" | "available"
-        | "referenced" | "logicalused" | "written" | "volblocksize" => match raw.parse::<u64>() {
+        "recordsize" | "volblocksize" => match raw.parse::<u64>() {
+            Ok(n) => format_size(n),
+            Err(_) => raw.to_string(),
+        },
+        // Space figures carry a unit even when small ("0B"), as zfs prints them.
+        "quota" | "reservation" | "volsize" | "used" | "available" | "referenced"
+        | "logicalused" | "written" => match raw.parse::<u64>() {
+            Ok(n) if n < 1024 => format!("{n}B"),
             Ok(n) => format_size(n),
             Err(_) => raw.to_string(),
         },

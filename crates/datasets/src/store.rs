@@ -608,6 +608,9 @@ impl Store {
         let mut local = BTreeMap::new();
         let mut volblocksize = None;
         for (k, v) in props_in {
+            if k == "sparse" {
+                continue;
+            }
             if k == "volblocksize" {
                 if !is_volume {
                     return Err(StoreError::Invalid(
@@ -716,7 +719,6 @@ impl Store {
             make(&mut st, p, DatasetKind::Filesystem, BTreeMap::new(), None)?;
         }
         let sparse = props_in.iter().any(|(k, _)| k == "sparse");
-        local.remove("sparse");
         if is_volume && !sparse && !local.contains_key("reservation") {
             local.insert("reservation".into(), volsize.unwrap().to_string());
         }
@@ -971,26 +973,17 @@ impl Store {
                 ro(format!("{r:.2}"))
             }
             "origin" => ro("-".into()),
-            "volblocksize" => match rec.volblocksize {
-                Some(b) => ro(b.to_string()),
-                None => Err(StoreError::Invalid(
-                    "property 'volblocksize' applies only to volumes".into(),
+            // Properties that do not apply to this kind of dataset read as "-", as in zfs.
+            "volblocksize" => ro(rec.volblocksize.map_or("-".into(), |b| b.to_string())),
+            "volsize" if rec.kind != DatasetKind::Volume => ro("-".into()),
+            "recordsize" | "mountpoint" if rec.kind == DatasetKind::Volume => ro("-".into()),
+            "quota" | "reservation" | "volsize" => match rec.props.get(p) {
+                Some(v) => Ok((v.clone(), "local".into())),
+                None => Ok((
+                    props::default_value(p).unwrap_or("none").into(),
+                    "default".into(),
                 )),
             },
-            "quota" | "reservation" | "volsize" => {
-                if p == "volsize" && rec.kind != DatasetKind::Volume {
-                    return Err(StoreError::Invalid(
-                        "property 'volsize' applies only to volumes".into(),
-                    ));
-                }
-                match rec.props.get(p) {
-                    Some(v) => Ok((v.clone(), "local".into())),
-                    None => Ok((
-                        props::default_value(p).unwrap_or("none").into(),
-                        "default".into(),
-                    )),
-                }
-            }
             p if props::is_inheritable(p) => {
                 let (v, src) = resolve(cat, id, p);
                 if v.is_empty() && props::is_user_prop(p) {

@@ -583,3 +583,52 @@ fn fragmented_full_pool_never_suspends() {
         store.export().unwrap();
     }
 }
+
+#[test]
+fn volumes_thick_and_sparse() {
+    let devs = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
+    let get = |n: &str, p: &str| {
+        store.get_props(n, Some(&[p.to_string()])).unwrap()[0]
+            .raw
+            .clone()
+    };
+    store
+        .create_dataset("tank/thick", DatasetKind::Volume, Some(8 << 20), &[], false)
+        .unwrap();
+    assert_eq!(get("tank/thick", "reservation"), (8u64 << 20).to_string());
+    assert_eq!(get("tank/thick", "volblocksize"), "16384");
+    assert_eq!(get("tank/thick", "recordsize"), "-");
+    assert_eq!(get("tank", "volsize"), "-");
+    store
+        .create_dataset(
+            "tank/thin",
+            DatasetKind::Volume,
+            Some(1 << 40),
+            &[
+                ("sparse".into(), "on".into()),
+                ("volblocksize".into(), "4K".into()),
+            ],
+            false,
+        )
+        .unwrap();
+    assert_eq!(get("tank/thin", "reservation"), "none");
+    // A thick volume larger than the pool is refused and changes nothing.
+    let e = store
+        .create_dataset("tank/huge", DatasetKind::Volume, Some(1 << 40), &[], false)
+        .unwrap_err();
+    assert!(matches!(e, StoreError::NoSpace(_)), "{e}");
+    assert!(store.dataset("tank/huge").is_err());
+    assert!(store
+        .create_dataset("tank/odd", DatasetKind::Volume, Some(10_000), &[], false)
+        .is_err());
+    let v = store.dataset("tank/thin").unwrap();
+    let obj = v.list_objects().unwrap()[0];
+    assert_eq!(v.object_size(obj).unwrap(), 1 << 40);
+    v.write(obj, (1 << 40) - 4096, &[7u8; 4096]).unwrap();
+    store.sync().unwrap();
+    assert_eq!(
+        v.read(obj, (1 << 40) - 4096, 4096).unwrap(),
+        vec![7u8; 4096]
+    );
+}

@@ -19,7 +19,6 @@ use crate::label::*;
 use crate::rangeset::RangeSet;
 use crate::spacemap::{self, Record};
 use crate::vdev::{ErrorCounters, Leaf, ScrubOutcome, TopVdev};
-use cachalot_analytics::Stat;
 use parking_lot::{Mutex, RwLock};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -199,7 +198,6 @@ pub struct Pool {
     usable: Mutex<[u64; USABLE_CLASSES]>,
     /// While set (scrub running), freed space is not made allocatable again.
     hold_frees: std::sync::atomic::AtomicBool,
-    disk_ops: Stat,
 }
 
 fn new_guid() -> u64 {
@@ -495,7 +493,6 @@ impl Pool {
             suspended: Mutex::new(None),
             hold_frees: std::sync::atomic::AtomicBool::new(false),
             usable: Mutex::new([0; USABLE_CLASSES]),
-            disk_ops: cachalot_analytics::global().stat("disk.ops", &["device", "op"]),
         }
     }
 
@@ -898,13 +895,7 @@ impl Pool {
         let dvas = self.allocate(asize as u64, copies)?;
         let tops = self.vdevs.read();
         for d in dvas.iter().filter(|d| !d.is_empty()) {
-            let t0 = Instant::now();
             tops[d.vdev as usize].write(&buf, d.offset)?;
-            self.disk_ops.record(
-                &[format!("vdev{}", d.vdev).as_str(), "write"],
-                asize as u64,
-                t0.elapsed(),
-            );
         }
         Ok(BlkPtr {
             dvas,
@@ -945,13 +936,7 @@ impl Pool {
                 });
                 continue;
             }
-            let t0 = Instant::now();
             let r = top.read_verified(d.offset, d.asize as usize, &verify);
-            self.disk_ops.record(
-                &[format!("vdev{}", d.vdev).as_str(), "read"],
-                d.asize as u64,
-                t0.elapsed(),
-            );
             match r {
                 Ok(buf) => {
                     for f in failed {

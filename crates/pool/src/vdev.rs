@@ -32,10 +32,29 @@ pub struct Leaf {
     pub errors: ErrorCounters,
 }
 
+/// `disk.ops` (device, op): every leaf read and write with its latency and bytes.
+fn disk_ops() -> &'static cachalot_analytics::Stat {
+    static S: std::sync::OnceLock<cachalot_analytics::Stat> = std::sync::OnceLock::new();
+    S.get_or_init(|| cachalot_analytics::global().stat("disk.ops", &["device", "op"]))
+}
+
 impl Leaf {
+    /// Name in analytics: the device's file name.
+    fn stat_name(&self) -> String {
+        self.path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.display().to_string())
+    }
+
     fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         match &self.dev {
-            Some(d) => d.read_at(buf, DATA_START + offset),
+            Some(d) => {
+                let t0 = std::time::Instant::now();
+                let r = d.read_at(buf, DATA_START + offset);
+                disk_ops().record(&[&self.stat_name(), "read"], buf.len() as u64, t0.elapsed());
+                r
+            }
             None => Err(PoolError::Import(format!(
                 "{}: device unavailable",
                 self.path.display()
@@ -44,7 +63,16 @@ impl Leaf {
     }
     fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
         match &self.dev {
-            Some(d) => d.write_at(buf, DATA_START + offset),
+            Some(d) => {
+                let t0 = std::time::Instant::now();
+                let r = d.write_at(buf, DATA_START + offset);
+                disk_ops().record(
+                    &[&self.stat_name(), "write"],
+                    buf.len() as u64,
+                    t0.elapsed(),
+                );
+                r
+            }
             None => Err(PoolError::Import(format!(
                 "{}: device unavailable",
                 self.path.display()
