@@ -153,6 +153,36 @@ impl Dataset {
         Ok(self.objset.info(obj)?)
     }
 
+    /// Replace an object's bonus bytes (up to 320: attributes of the layer above).
+    pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
+        self.store()?;
+        Ok(self.objset.set_bonus(obj, bonus)?)
+    }
+
+    /// Start a transaction for a multi-object change (a rename touches two
+    /// directories and an inode): space is checked and the writer throttled first,
+    /// then every change made through the `Tx` lands in the same txg.
+    pub fn begin(&self, bytes: u64) -> Result<Tx<'_>> {
+        let s = self.store()?;
+        if bytes > 0 {
+            if let Err(e) = s.check_space(self.id, bytes) {
+                if !matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
+                    || s.dirty.load(Ordering::Relaxed) == 0
+                {
+                    return Err(e);
+                }
+                s.sync()?;
+                s.check_space(self.id, bytes)?;
+            }
+        }
+        s.throttle()?;
+        Ok(Tx {
+            ds: self,
+            store: s,
+            _txg: self.objset.hold_txg(),
+        })
+    }
+
     pub fn list_objects(&self) -> Result<Vec<u64>> {
         self.store()?;
         Ok(self.objset.list_objects()?)
@@ -164,5 +194,47 @@ impl Dataset {
         let s = self.store()?;
         s.sync()?;
         Ok(())
+    }
+}
+
+/// A group of changes to one dataset that commit together (see `Dataset::begin`).
+pub struct Tx<'a> {
+    ds: &'a Dataset,
+    store: Arc<Store>,
+    _txg: parking_lot::RwLockReadGuard<'a, ()>,
+}
+
+impl Tx<'_> {
+    pub fn create_object(&self) -> Result<u64> {
+        Ok(self.ds.objset.create_object(OTYPE_PLAIN)?)
+    }
+    pub fn delete_object(&self, obj: u64) -> Result<()> {
+        Ok(self.ds.objset.delete_object(obj)?)
+    }
+    pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        self.ds.objset.write(obj, off, data)?;
+        self.store
+            .dirty
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+    pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {
+        if size > 1 << 60 {
+            return Err(StoreError::Invalid(
+                "size beyond the maximum object size".into(),
+            ));
+        }
+        self.ds.objset.truncate(obj, size)?;
+        self.store.dirty.fetch_add(4096, Ordering::Relaxed);
+        Ok(())
+    }
+    pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
+        Ok(self.ds.objset.set_bonus(obj, bonus)?)
+    }
+    pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+        Ok(self.ds.objset.read(obj, off, len)?)
+    }
+    pub fn info(&self, obj: u64) -> Result<ObjectInfo> {
+        Ok(self.ds.objset.info(obj)?)
     }
 }

@@ -166,6 +166,9 @@ pub struct ObjectSet {
     cache: Arc<BlockCache>,
     inner: Mutex<Inner>,
     sync_lock: Mutex<()>,
+    /// Held shared by multi-object operations (`ObjectSet::hold_txg`) and exclusively
+    /// by the freeze of a sync, so an operation's changes all land in one txg.
+    gate: RwLock<()>,
     props: RwLock<ObjsetProps>,
 }
 
@@ -281,8 +284,17 @@ impl ObjectSet {
                 open_txg: txg,
             }),
             sync_lock: Mutex::new(()),
+            gate: RwLock::new(()),
             props: RwLock::new(props),
         }
+    }
+
+    /// Keep the open txg from being frozen while the guard lives: every change made
+    /// under it belongs to the same transaction group. Never block on a commit
+    /// (throttling, fsync) and never take a second hold while holding it: a waiting
+    /// freeze would deadlock them.
+    pub fn hold_txg(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.gate.read()
     }
 
     pub fn props(&self) -> ObjsetProps {
@@ -646,6 +658,7 @@ impl ObjectSet {
             deleted: bool,
         }
         let (mut work, mut meta, old_root) = {
+            let _frozen = self.gate.write();
             let mut inner = self.inner.lock();
             let mut work = Vec::new();
             for (id, st) in inner.objects.iter_mut() {
