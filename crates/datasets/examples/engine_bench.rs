@@ -71,6 +71,7 @@ fn main() {
     let specs = vec![VdevSpec {
         kind: VdevKind::Disk,
         paths: vec![img.clone()],
+        log: false,
     }];
     let copts = CreateOpts {
         ashift: 12,

@@ -1,22 +1,53 @@
 //! A dataset handle: the internal data path (objects of one dataset) with space
-//! checks and write throttling in front of the object layer.
+//! checks, write throttling and the sync-write path in front of the object layer.
 //!
-//! Invariants: a write is accepted only if the pool and every quota above the
-//! dataset can hold it (plus what is already dirty); truncates and deletes are always
-//! accepted because they free space. A destroyed dataset refuses every operation.
+//! Invariants:
+//! - A write is accepted only if the pool and every quota above the dataset can
+//!   hold it (plus what is already dirty); truncates and deletes are always
+//!   accepted because they free space. A destroyed dataset refuses everything.
+//! - Every write and truncate is applied and logged (intent log itx) under the
+//!   object set's txg hold, so the itx's txg is the txg holding the change.
+//! - `fsync` returns only when everything written before it is durable: through
+//!   the intent log when only data changed, through a txg commit when objects were
+//!   created or deleted or a `Tx` changed structure since the last commit (those
+//!   are not logged). `sync=disabled` makes fsync return at once (documented: data
+//!   then reaches disk with the next commit); `sync=always` makes every write
+//!   durable before it returns.
+//! - Bonus updates outside a `Tx` (`set_bonus`: times, sizes kept by the layer
+//!   above) are neither logged nor forcing: they commit with the next txg.
 
 use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
+use cachalot_objects::zil::{CommitOutcome, Record};
 use cachalot_objects::{ObjectInfo, ObjectSet};
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
 /// Object type of plain objects created through the data path.
 pub const OTYPE_PLAIN: u8 = 2;
 /// Object type of a volume's data object.
 pub const OTYPE_VOLUME: u8 = 3;
+
+/// The `sync` property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SyncPolicy {
+    Standard = 0,
+    Always = 1,
+    Disabled = 2,
+}
+
+impl SyncPolicy {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "always" => SyncPolicy::Always,
+            "disabled" => SyncPolicy::Disabled,
+            _ => SyncPolicy::Standard,
+        }
+    }
+}
 
 pub struct Dataset {
     pub(crate) id: u64,
@@ -26,6 +57,9 @@ pub struct Dataset {
     store: Weak<Store>,
     destroyed: AtomicBool,
     users: AtomicU64,
+    /// Highest txg in which objects were created/deleted or a `Tx` ran.
+    meta_txg: AtomicU64,
+    sync: AtomicU8,
     ops: cachalot_analytics::Stat,
 }
 
@@ -37,6 +71,7 @@ impl Dataset {
         objset: ObjectSet,
         store: Weak<Store>,
     ) -> Self {
+        objset.zil().set_name(&name);
         Dataset {
             id,
             name: RwLock::new(name),
@@ -45,6 +80,8 @@ impl Dataset {
             store,
             destroyed: AtomicBool::new(false),
             users: AtomicU64::new(0),
+            meta_txg: AtomicU64::new(0),
+            sync: AtomicU8::new(SyncPolicy::Standard as u8),
             ops: cachalot_analytics::global().stat("objects.ops", &["dataset", "op"]),
         }
     }
@@ -57,6 +94,21 @@ impl Dataset {
     }
     pub fn objset(&self) -> &ObjectSet {
         &self.objset
+    }
+
+    /// The sync policy in force (what `get sync` reports is what this applies).
+    pub fn sync_policy(&self) -> SyncPolicy {
+        match self.sync.load(Ordering::Relaxed) {
+            1 => SyncPolicy::Always,
+            2 => SyncPolicy::Disabled,
+            _ => SyncPolicy::Standard,
+        }
+    }
+
+    /// Apply the `sync` and `logbias` properties.
+    pub(crate) fn set_policy(&self, sync: SyncPolicy, logbias_latency: bool) {
+        self.sync.store(sync as u8, Ordering::Relaxed);
+        self.objset.zil().set_use_slog(logbias_latency);
     }
 
     /// Frontends (mounts, exports) hold the dataset busy so it cannot be destroyed.
@@ -85,15 +137,15 @@ impl Dataset {
         Ok(s)
     }
 
-    pub fn create_object(&self) -> Result<u64> {
-        let s = self.store()?;
-        s.check_space(self.id, 512)?;
-        Ok(self.objset.create_object(OTYPE_PLAIN)?)
+    /// Structure changed in the open txg: an fsync must commit a txg.
+    fn note_meta(&self) {
+        self.meta_txg
+            .fetch_max(self.objset.open_txg(), Ordering::AcqRel);
     }
 
-    pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        let s = self.store()?;
-        if let Err(e) = s.check_space(self.id, data.len() as u64) {
+    /// Space check, with one commit of pending dirty data before giving up.
+    fn reserve(&self, s: &Store, bytes: u64) -> Result<()> {
+        if let Err(e) = s.check_space(self.id, bytes) {
             // The estimate counts dirty data pessimistically: commit it and look again
             // before telling the writer the space is gone.
             if !matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
@@ -102,14 +154,58 @@ impl Dataset {
                 return Err(e);
             }
             s.sync()?;
-            s.check_space(self.id, data.len() as u64)?;
+            s.check_space(self.id, bytes)?;
         }
+        Ok(())
+    }
+
+    pub fn create_object(&self) -> Result<u64> {
+        let s = self.store()?;
+        self.reserve(&s, 512)?;
+        let id = self.objset.create_object(OTYPE_PLAIN)?;
+        self.note_meta();
+        Ok(id)
+    }
+
+    pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        self.write_inner(obj, off, data, false)
+    }
+
+    /// A write that is durable when it returns (O_DSYNC): one log commit, shared
+    /// with concurrent sync writers.
+    pub fn write_sync(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        self.write_inner(obj, off, data, true)
+    }
+
+    fn write_inner(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
+        let s = self.store()?;
+        self.reserve(&s, data.len() as u64)?;
         s.throttle()?;
         let t0 = std::time::Instant::now();
-        self.objset.write(obj, off, data)?;
+        let policy = self.sync_policy();
+        {
+            let _txg = self.objset.hold_txg();
+            self.objset.write(obj, off, data)?;
+            if policy != SyncPolicy::Disabled {
+                self.objset.zil().log(
+                    self.objset.open_txg(),
+                    Record::Write {
+                        obj,
+                        off,
+                        data: data.into(),
+                    },
+                );
+            }
+        }
         s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.ops
-            .record(&[&self.name(), "write"], data.len() as u64, t0.elapsed());
+        if policy == SyncPolicy::Always || (durable && policy != SyncPolicy::Disabled) {
+            self.commit_log(&s)?;
+        }
+        self.ops.record(
+            &[&self.name(), if durable { "write_sync" } else { "write" }],
+            data.len() as u64,
+            t0.elapsed(),
+        );
         Ok(())
     }
 
@@ -124,23 +220,33 @@ impl Dataset {
 
     pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {
         let s = self.store()?;
-        let cur = self.objset.info(obj)?.size;
-        if size > cur {
-            // Growing costs nothing until written (sparse), but refuse absurd sizes.
-            if size > 1 << 60 {
-                return Err(StoreError::Invalid(
-                    "size beyond the maximum object size".into(),
-                ));
+        if size > 1 << 60 {
+            return Err(StoreError::Invalid(
+                "size beyond the maximum object size".into(),
+            ));
+        }
+        let policy = self.sync_policy();
+        {
+            let _txg = self.objset.hold_txg();
+            self.objset.truncate(obj, size)?;
+            if policy != SyncPolicy::Disabled {
+                self.objset
+                    .zil()
+                    .log(self.objset.open_txg(), Record::Truncate { obj, size });
             }
         }
-        self.objset.truncate(obj, size)?;
         s.dirty.fetch_add(4096, Ordering::Relaxed);
+        if policy == SyncPolicy::Always {
+            self.commit_log(&s)?;
+        }
         Ok(())
     }
 
     pub fn delete_object(&self, obj: u64) -> Result<()> {
         self.store()?;
-        Ok(self.objset.delete_object(obj)?)
+        self.objset.delete_object(obj)?;
+        self.note_meta();
+        Ok(())
     }
 
     pub fn object_size(&self, obj: u64) -> Result<u64> {
@@ -154,6 +260,8 @@ impl Dataset {
     }
 
     /// Replace an object's bonus bytes (up to 320: attributes of the layer above).
+    /// Not logged: it reaches disk with the next txg (use a `Tx` for changes that
+    /// fsync must make durable).
     pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
         self.store()?;
         Ok(self.objset.set_bonus(obj, bonus)?)
@@ -161,19 +269,12 @@ impl Dataset {
 
     /// Start a transaction for a multi-object change (a rename touches two
     /// directories and an inode): space is checked and the writer throttled first,
-    /// then every change made through the `Tx` lands in the same txg.
+    /// then every change made through the `Tx` lands in the same txg. A later
+    /// fsync of this dataset commits that txg.
     pub fn begin(&self, bytes: u64) -> Result<Tx<'_>> {
         let s = self.store()?;
         if bytes > 0 {
-            if let Err(e) = s.check_space(self.id, bytes) {
-                if !matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
-                    || s.dirty.load(Ordering::Relaxed) == 0
-                {
-                    return Err(e);
-                }
-                s.sync()?;
-                s.check_space(self.id, bytes)?;
-            }
+            self.reserve(&s, bytes)?;
         }
         s.throttle()?;
         Ok(Tx {
@@ -188,12 +289,35 @@ impl Dataset {
         Ok(self.objset.list_objects()?)
     }
 
-    /// Make everything written so far durable. Without an intent log this commits
-    /// a transaction group.
+    /// Make everything written so far durable.
     pub fn fsync(&self) -> Result<()> {
         let s = self.store()?;
-        s.sync()?;
+        let t0 = std::time::Instant::now();
+        match self.sync_policy() {
+            SyncPolicy::Disabled => return Ok(()),
+            _ if self.meta_txg.load(Ordering::Acquire) > s.synced_txg() => {
+                s.sync()?;
+            }
+            _ => self.commit_log(&s)?,
+        }
+        self.ops.record(&[&self.name(), "fsync"], 0, t0.elapsed());
         Ok(())
+    }
+
+    /// Commit the intent log up to everything logged so far.
+    fn commit_log(&self, s: &Store) -> Result<()> {
+        let tail = self.objset.zil().tail();
+        loop {
+            match self.objset.zil().commit(tail)? {
+                CommitOutcome::Durable => return Ok(()),
+                // First log write since import, or after a log device failed: the
+                // chain's header must be committed first; that commit also covers
+                // everything asked for.
+                CommitOutcome::NeedTxgCommit => {
+                    s.sync()?;
+                }
+            }
+        }
     }
 }
 
@@ -236,5 +360,12 @@ impl Tx<'_> {
     }
     pub fn info(&self, obj: u64) -> Result<ObjectInfo> {
         Ok(self.ds.objset.info(obj)?)
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        // Still inside the txg hold: the txg read here is the one holding the changes.
+        self.ds.note_meta();
     }
 }

@@ -10,7 +10,7 @@ pub mod scrub;
 pub mod store;
 
 pub use catalog::DatasetKind;
-pub use dataset::{Dataset, Tx};
+pub use dataset::{Dataset, SyncPolicy, Tx};
 pub use error::{Result, StoreError};
 pub use scrub::ScrubStatus;
 pub use store::{DatasetInfo, PoolStatusInfo, PropRow, SpaceInfoSer, Store, StoreOpts};

@@ -104,6 +104,8 @@ pub struct PoolStatusInfo {
     pub scrub: ScrubStatus,
     pub txg: u64,
     pub suspended: Option<String>,
+    /// Events worth the operator's attention (intent log replayed, log device lost).
+    pub notices: Vec<String>,
 }
 
 pub(crate) struct State {
@@ -289,8 +291,38 @@ impl Store {
         let mos = ObjectSet::open(cache.clone(), mos_props(), &ub.mos, ub.txg + 1)?;
         let catalog = read_catalog(&mos)?;
         let store = Store::assemble_with(pool, cache, mos, catalog, ub.txg + 1, opts)?;
+        store.replay_logs(ub.txg)?;
         store.start_thread();
         Ok(store)
+    }
+
+    /// Re-apply every dataset's intent log, then commit, before anything is served.
+    /// A crash during replay leaves the logs in place: the next import replays
+    /// them again (records are whole writes and truncates, applied in order).
+    fn replay_logs(&self, committed_txg: u64) -> Result<()> {
+        let handles: Vec<Arc<Dataset>> = self.state.lock().handles.values().cloned().collect();
+        let mut any = false;
+        for ds in handles {
+            let r = ds.objset.replay_log(committed_txg)?;
+            if r.blocks > 0 || r.problem.is_some() {
+                any = true;
+            }
+            if r.records_applied > 0 {
+                self.pool.add_notice(format!(
+                    "dataset {}: replayed {} intent log records from {} blocks",
+                    ds.name(),
+                    r.records_applied,
+                    r.blocks
+                ));
+            }
+            if let Some(p) = r.problem {
+                self.pool.add_notice(format!("dataset {}: {p}", ds.name()));
+            }
+        }
+        if any {
+            self.sync_txg()?;
+        }
+        Ok(())
     }
 
     fn assemble(
@@ -358,6 +390,9 @@ impl Store {
                     store.me.clone(),
                 )),
             );
+        }
+        for (id, h) in &handles {
+            apply_props(&catalog, *id, h);
         }
         store.state.lock().handles = handles;
         Ok(store)
@@ -503,6 +538,9 @@ impl Store {
                 self.pool.free_block(&bp);
                 self.cache.forget(&bp);
             }
+            ds.objset
+                .zil()
+                .free_all(&mut |d| self.pool.free_log_block(d));
         }
         {
             let mut st = self.state.lock();
@@ -524,6 +562,10 @@ impl Store {
                 t.synced_txg = txg;
                 let dirty: u64 = handles.iter().map(|d| d.objset.dirty_bytes()).sum();
                 self.dirty.store(dirty, Ordering::Relaxed);
+                // Intent log records of this txg are now in the tree.
+                for ds in &handles {
+                    ds.objset.txg_committed(txg);
+                }
             }
             Err(e) => t.error = Some(e.to_string()),
         }
@@ -708,10 +750,9 @@ impl Store {
                 p.recordsize = b;
             }
             let os = ObjectSet::create(self.cache.clone(), p, txg);
-            st.handles.insert(
-                id,
-                Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone())),
-            );
+            let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
+            apply_props(&st.catalog, id, &ds);
+            st.handles.insert(id, ds);
             st.catalog_dirty = true;
             Ok(id)
         };
@@ -1088,6 +1129,7 @@ impl Store {
             scrub: self.scrub_status(),
             txg: self.synced_txg(),
             suspended: self.pool.suspended(),
+            notices: self.pool.notices(),
         }
     }
 
@@ -1249,9 +1291,22 @@ pub(crate) fn resolve_objset_props(cat: &Catalog, id: u64) -> ObjsetProps {
 fn refresh_props(st: &State) {
     for (id, h) in &st.handles {
         if st.catalog.datasets.contains_key(id) {
-            h.objset.set_props(resolve_objset_props(&st.catalog, *id));
+            apply_props(&st.catalog, *id, h);
         }
     }
+}
+
+/// Push a dataset's resolved properties into the layers that apply them.
+fn apply_props(cat: &Catalog, id: u64, h: &Dataset) {
+    let mut p = resolve_objset_props(cat, id);
+    if let Some(b) = cat.datasets[&id].volblocksize {
+        p.recordsize = b;
+    }
+    h.objset.set_props(p);
+    h.set_policy(
+        crate::dataset::SyncPolicy::parse(&resolve(cat, id, "sync").0),
+        resolve(cat, id, "logbias").0 != "throughput",
+    );
 }
 
 fn num_prop(d: &DatasetRecord, p: &str) -> u64 {

@@ -5,6 +5,9 @@
 pub mod cache;
 pub mod dnode;
 pub mod objset;
+pub mod zil;
 
 pub use cache::{BlockCache, BlockKey};
-pub use objset::{traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, Result};
+pub use objset::{
+    traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReplayReport, Result,
+};

@@ -20,6 +20,7 @@
 
 use crate::cache::BlockCache;
 use crate::dnode::*;
+use crate::zil::{Record, Zil, ZilHeader};
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
 use parking_lot::{Mutex, RwLock};
@@ -159,6 +160,8 @@ struct Inner {
     next_id_hint: u64,
     /// Txg of the open transaction group (object generations).
     open_txg: u64,
+    /// Intent log header recorded in the last written root block.
+    zil_header: ZilHeader,
 }
 
 /// An object set.
@@ -170,6 +173,7 @@ pub struct ObjectSet {
     /// by the freeze of a sync, so an operation's changes all land in one txg.
     gate: RwLock<()>,
     props: RwLock<ObjsetProps>,
+    zil: Zil,
 }
 
 /// The callback that receives every block a sync releases.
@@ -242,7 +246,15 @@ impl ObjectSet {
         let mut meta = DnodePhys::empty();
         meta.otype = 1;
         meta.blksz = DNODE_BLOCK_SIZE;
-        ObjectSet::assemble(cache, props, meta, BlkPtr::HOLE, Accounting::default(), txg)
+        ObjectSet::assemble(
+            cache,
+            props,
+            meta,
+            BlkPtr::HOLE,
+            Accounting::default(),
+            ZilHeader::default(),
+            txg,
+        )
     }
 
     /// Open an object set from its root block pointer.
@@ -260,7 +272,10 @@ impl ObjectSet {
             decode_objset(&block).ok_or_else(|| corrupt(root, "malformed object set root"))?;
         let mut acct = decode_acct(&block);
         add_acct(&mut acct, root);
-        Ok(ObjectSet::assemble(cache, props, meta, *root, acct, txg))
+        let zh = ZilHeader::decode(&block[ZIL_HEADER_OFFSET..ZIL_HEADER_OFFSET + ZilHeader::SIZE]);
+        Ok(ObjectSet::assemble(
+            cache, props, meta, *root, acct, zh, txg,
+        ))
     }
 
     fn assemble(
@@ -269,9 +284,11 @@ impl ObjectSet {
         meta: DnodePhys,
         root_bp: BlkPtr,
         acct: Accounting,
+        zil_header: ZilHeader,
         txg: u64,
     ) -> Self {
         ObjectSet {
+            zil: Zil::new(cache.pool.clone(), zil_header),
             cache,
             inner: Mutex::new(Inner {
                 meta,
@@ -282,6 +299,7 @@ impl ObjectSet {
                 syncing_bytes: 0,
                 next_id_hint: 1,
                 open_txg: txg,
+                zil_header,
             }),
             sync_lock: Mutex::new(()),
             gate: RwLock::new(()),
@@ -295,6 +313,22 @@ impl ObjectSet {
     /// freeze would deadlock them.
     pub fn hold_txg(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
         self.gate.read()
+    }
+
+    /// The object set's intent log.
+    pub fn zil(&self) -> &Zil {
+        &self.zil
+    }
+
+    /// The txg changes made now belong to (stable while `hold_txg` is held).
+    pub fn open_txg(&self) -> u64 {
+        self.inner.lock().open_txg
+    }
+
+    /// Tell the log that `txg` committed (with the header this object set wrote).
+    pub fn txg_committed(&self, txg: u64) {
+        let zh = self.inner.lock().zil_header;
+        self.zil.txg_committed(txg, &zh);
     }
 
     pub fn props(&self) -> ObjsetProps {
@@ -657,6 +691,7 @@ impl ObjectSet {
             bonus: [u8; BONUS_SIZE],
             deleted: bool,
         }
+        let zil_header;
         let (mut work, mut meta, old_root) = {
             let _frozen = self.gate.write();
             let mut inner = self.inner.lock();
@@ -686,7 +721,9 @@ impl ObjectSet {
             inner.syncing_bytes = inner.dirty_bytes;
             inner.dirty_bytes = 0;
             inner.open_txg = txg + 1;
-            if work.is_empty() && !inner.root_bp.is_hole() {
+            let pool = self.cache.pool.clone();
+            zil_header = self.zil.sync_header(txg, &mut |d| pool.free_log_block(d));
+            if work.is_empty() && !inner.root_bp.is_hole() && zil_header == inner.zil_header {
                 inner.syncing_bytes = 0;
                 return Ok(inner.root_bp);
             }
@@ -804,6 +841,7 @@ impl ObjectSet {
         let mut block = encode_objset(&meta);
         let pending = sub_acct(add_accts(acct, ctx.acct_add), ctx.acct_sub);
         encode_acct(&mut block, &pending);
+        zil_header.encode(&mut block[ZIL_HEADER_OFFSET..ZIL_HEADER_OFFSET + ZilHeader::SIZE]);
         let root = self.cache.pool.write_block(
             txg,
             &block,
@@ -820,6 +858,7 @@ impl ObjectSet {
         let mut inner = self.inner.lock();
         inner.meta = meta;
         inner.root_bp = root;
+        inner.zil_header = zil_header;
         inner.acct = acct;
         inner.syncing_bytes = 0;
         for (id, p) in new_phys {
@@ -966,6 +1005,89 @@ impl ObjectSet {
         ctx.kill(bp);
         self.cache.forget(bp);
         Ok(())
+    }
+}
+
+/// Where the intent log header sits in the object set root block.
+pub const ZIL_HEADER_OFFSET: usize = 64 + DNODE_SIZE;
+
+/// What replay found in an intent log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    pub blocks: usize,
+    pub records_applied: usize,
+    pub records_skipped: usize,
+    /// Why the chain ended early, if it did not end at an unwritten block.
+    pub problem: Option<String>,
+}
+
+impl ObjectSet {
+    /// Re-apply the intent log after an import: every record of a txg later than
+    /// `committed_txg` (the imported one), in order. The chain's blocks are claimed
+    /// and handed to the log, which frees them in the next sync (the commit that
+    /// makes the replayed changes part of the tree).
+    pub fn replay_log(&self, committed_txg: u64) -> Result<ReplayReport> {
+        let zh = self.inner.lock().zil_header;
+        let mut report = ReplayReport::default();
+        if zh.is_empty() {
+            return Ok(report);
+        }
+        let pool = self.cache.pool.clone();
+        let mut blocks = Vec::new();
+        let (mut dva, mut seq) = (zh.head, zh.seq);
+        let next = loop {
+            if !pool.claim_log_block(&dva) {
+                report.problem = Some(format!(
+                    "intent log block at vdev {} offset {:#x} overlaps live data: log ends there",
+                    dva.vdev, dva.offset
+                ));
+                break None;
+            }
+            let valid = |b: &[u8]| crate::zil::valid_block(b, zh.guid, seq);
+            let data = match pool.read_log_block(&dva, &valid) {
+                Ok(d) => d,
+                Err(e) => {
+                    // Unwritten (the usual end of a chain) or unreadable: either
+                    // way the chain ends; keep the block as the next one to write.
+                    if !matches!(e, PoolError::Checksum { .. }) {
+                        report.problem = Some(format!("intent log unreadable: {e}"));
+                    }
+                    break Some((dva, seq));
+                }
+            };
+            let Some(decoded) = crate::zil::decode_block(&data, zh.guid, seq) else {
+                break Some((dva, seq));
+            };
+            blocks.push(dva);
+            report.blocks += 1;
+            for (txg, rec) in decoded.records {
+                if txg <= committed_txg {
+                    report.records_skipped += 1;
+                    continue;
+                }
+                let applied = match &rec {
+                    Record::Write { obj, off, data } => self.write(*obj, *off, data),
+                    Record::Truncate { obj, size } => self.truncate(*obj, *size),
+                };
+                match applied {
+                    Ok(()) => report.records_applied += 1,
+                    // The object was created in a txg that never committed, so no
+                    // fsync covering this record returned: skip it.
+                    Err(ObjError::NoSuchObject(_)) => report.records_skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            if decoded.next.asize == 0 {
+                break None;
+            }
+            dva = decoded.next;
+            seq += 1;
+        };
+        // The next block was allocated by a commit only if the chain was started in
+        // a committed txg; claim it so it is not handed out twice.
+        let next = next.filter(|(d, _)| pool.claim_log_block(d));
+        self.zil.adopt_replayed(&blocks, next);
+        Ok(report)
     }
 }
 

@@ -71,6 +71,9 @@ pub struct TopVdevConfig {
     /// Allocatable bytes of this vdev's address space.
     pub asize: u64,
     pub children: Vec<LeafConfig>,
+    /// A separate intent-log device (SLOG): holds only intent log blocks.
+    #[serde(default)]
+    pub log: bool,
 }
 
 /// The pool configuration, stored in every label.
@@ -215,6 +218,7 @@ mod tests {
                         guid: 8,
                         path: "/tmp/a".into(),
                     }],
+                    log: false,
                 }],
             },
             leaf_guid: 8,

@@ -40,6 +40,8 @@ pub struct WriteOpts {
 pub struct VdevSpec {
     pub kind: VdevKind,
     pub paths: Vec<PathBuf>,
+    /// A separate intent-log device (`log` in the specification).
+    pub log: bool,
 }
 
 /// Options of pool creation.
@@ -66,12 +68,24 @@ impl Default for CreateOpts {
 pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
     let mut out: Vec<VdevSpec> = Vec::new();
     let mut group: Option<VdevSpec> = None;
+    // After the word `log`, devices (and mirrors) are separate intent-log devices.
+    let mut log = false;
     for w in words {
+        if w == "log" {
+            if log {
+                return Err(PoolError::InvalidSpec("'log' given twice".into()));
+            }
+            if let Some(g) = group.take() {
+                out.push(g);
+            }
+            log = true;
+            continue;
+        }
         let kind = match w.as_str() {
             "mirror" => Some(VdevKind::Mirror),
             "raidz" | "raidz1" => Some(VdevKind::Raidz1),
             "raidz2" => Some(VdevKind::Raidz2),
-            "log" | "cache" | "spare" | "special" => {
+            "cache" | "spare" | "special" | "dedup" => {
                 return Err(PoolError::InvalidSpec(format!(
                     "'{w}' vdevs are not supported yet"
                 )))
@@ -86,6 +100,7 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
                 group = Some(VdevSpec {
                     kind: k,
                     paths: vec![],
+                    log,
                 });
             }
             None => match &mut group {
@@ -93,6 +108,7 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
                 None => out.push(VdevSpec {
                     kind: VdevKind::Disk,
                     paths: vec![PathBuf::from(w)],
+                    log,
                 }),
             },
         }
@@ -103,6 +119,11 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
     if out.is_empty() {
         return Err(PoolError::InvalidSpec("no devices given".into()));
     }
+    if log && out.iter().all(|g| !g.log) {
+        return Err(PoolError::InvalidSpec(
+            "'log' must be followed by devices".into(),
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for g in &out {
         match g.kind {
@@ -110,6 +131,9 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
                 return Err(PoolError::InvalidSpec(
                     "a mirror needs at least two devices".into(),
                 ))
+            }
+            _ if g.paths.is_empty() => {
+                return Err(PoolError::InvalidSpec("a vdev group has no devices".into()))
             }
             VdevKind::Raidz1 | VdevKind::Raidz2 => {
                 return Err(PoolError::InvalidSpec(
@@ -184,6 +208,9 @@ pub struct DeviceStatus {
     pub cksum: u64,
     pub repaired: u64,
     pub children: Vec<DeviceStatus>,
+    /// A separate intent-log device (shown under "logs").
+    #[serde(default)]
+    pub log: bool,
 }
 
 /// The pool.
@@ -196,6 +223,8 @@ pub struct Pool {
     /// Free bytes usable by blocks of 2^(12+i) bytes (4K..1M), as of the last
     /// commit: in a fragmented pool not every free byte can hold a large block.
     usable: Mutex<[u64; USABLE_CLASSES]>,
+    /// Events the operator should see in `pool status` (a lost log device...).
+    notices: Mutex<Vec<String>>,
     /// While set (scrub running), freed space is not made allocatable again.
     hold_frees: std::sync::atomic::AtomicBool,
 }
@@ -363,7 +392,12 @@ impl Pool {
             }
             opened.push(group);
         }
-        let groups = specs.iter().map(|s| s.kind).zip(opened).collect();
+        if specs.iter().all(|s| s.log) {
+            return Err(PoolError::InvalidSpec(
+                "a pool needs at least one data vdev besides log devices".into(),
+            ));
+        }
+        let groups = specs.iter().map(|s| (s.kind, s.log)).zip(opened).collect();
         Pool::create_from(name, groups, opts.ashift)
     }
 
@@ -388,17 +422,22 @@ impl Pool {
             }
         }
         let groups = if mirror {
-            vec![(VdevKind::Mirror, with_paths)]
+            vec![((VdevKind::Mirror, false), with_paths)]
         } else {
             with_paths
                 .into_iter()
-                .map(|d| (VdevKind::Disk, vec![d]))
+                .map(|d| ((VdevKind::Disk, false), vec![d]))
                 .collect()
         };
         Pool::create_from(name, groups, ashift)
     }
 
-    fn create_from(name: &str, groups: Vec<(VdevKind, DeviceGroup)>, ashift: u8) -> Result<Pool> {
+    /// Create from opened device groups: ((kind, is_log), devices).
+    fn create_from(
+        name: &str,
+        groups: Vec<((VdevKind, bool), DeviceGroup)>,
+        ashift: u8,
+    ) -> Result<Pool> {
         let sector = 1u64 << ashift;
         let mut config = PoolConfig {
             version: LABEL_VERSION,
@@ -409,7 +448,7 @@ impl Pool {
             vdevs: vec![],
         };
         let mut tops = Vec::new();
-        for (id, (kind, group)) in groups.into_iter().enumerate() {
+        for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
             let asize = group
                 .iter()
                 .map(|(_, d)| leaf_data_size(d.size()))
@@ -432,6 +471,8 @@ impl Pool {
                 kind,
                 asize,
                 leaves,
+                log,
+                faulted: Default::default(),
             };
             config.vdevs.push(top_config(&top));
             tops.push(Arc::new(top));
@@ -493,6 +534,7 @@ impl Pool {
             suspended: Mutex::new(None),
             hold_frees: std::sync::atomic::AtomicBool::new(false),
             usable: Mutex::new([0; USABLE_CLASSES]),
+            notices: Mutex::new(Vec::new()),
         }
     }
 
@@ -613,6 +655,7 @@ impl Pool {
         devs: Vec<(u64, Arc<dyn BlockDevice>, PathBuf)>,
     ) -> Result<Pool> {
         let mut tops = Vec::new();
+        let mut notices = Vec::new();
         for v in &config.vdevs {
             let leaves: Vec<Leaf> = v
                 .children
@@ -627,7 +670,9 @@ impl Pool {
                     }
                 })
                 .collect();
-            if leaves.iter().all(|l| l.dev.is_none()) {
+            // A missing log device does not stop the import: the pool runs on what
+            // the main vdevs committed and logs to them (the log's tail is lost).
+            if leaves.iter().all(|l| l.dev.is_none()) && !v.log {
                 return Err(PoolError::Import(format!(
                     "pool '{}': missing device {} (vdev {} has no usable device)",
                     config.name,
@@ -635,12 +680,21 @@ impl Pool {
                     v.id
                 )));
             }
+            let missing_log = v.log && leaves.iter().all(|l| l.dev.is_none());
+            if missing_log {
+                notices.push(format!(
+                    "log device {} is missing: intent log records on it were lost; logging to the main vdevs",
+                    v.children[0].path.display()
+                ));
+            }
             tops.push(Arc::new(TopVdev {
                 id: v.id,
                 guid: v.guid,
                 kind: v.kind,
                 asize: v.asize,
                 leaves,
+                log: v.log,
+                faulted: std::sync::atomic::AtomicBool::new(missing_log),
             }));
         }
         let mut ubs: Vec<Uberblock> = tops
@@ -667,6 +721,7 @@ impl Pool {
             log_records: 0,
         };
         let pool = Pool::assemble(config, tops, empty_space(), ubs[0]);
+        pool.notices.lock().extend(notices);
         let mut last_err = None;
         // Newest valid uberblock whose root and space maps read back with good checksums.
         for ub in ubs {
@@ -797,14 +852,19 @@ impl Pool {
             .collect()
     }
 
+    /// Space of the data vdevs (log devices are not pool capacity, as in ZFS).
     pub fn space(&self) -> SpaceInfo {
         let s = self.space.lock();
         let tops = self.vdevs.read();
-        let size: u64 = tops.iter().map(|t| t.asize).sum();
-        let free: u64 = s.vdevs.iter().map(|v| v.free.total()).sum();
-        let small: u64 = s
-            .vdevs
-            .iter()
+        let data = || {
+            tops.iter()
+                .zip(s.vdevs.iter())
+                .filter(|(t, _)| !t.log)
+                .map(|(_, v)| v)
+        };
+        let size: u64 = tops.iter().filter(|t| !t.log).map(|t| t.asize).sum();
+        let free: u64 = data().map(|v| v.free.total()).sum();
+        let small: u64 = data()
             .flat_map(|v| v.free.iter())
             .filter(|(_, l)| *l < 1 << 20)
             .map(|(_, l)| l)
@@ -826,6 +886,12 @@ impl Pool {
 
     /// Allocate `copies` extents of `asize` bytes (syncing context only).
     fn allocate(&self, asize: u64, copies: usize) -> Result<[Dva; MAX_DVAS]> {
+        let is_log: Vec<bool> = self
+            .vdevs
+            .read()
+            .iter()
+            .map(|t| t.log || t.faulted.load(Relaxed))
+            .collect();
         let mut s = self.space.lock();
         let sector = self.sector_size() as u64;
         let n = s.vdevs.len();
@@ -841,6 +907,9 @@ impl Pool {
                 break;
             }
             let vi = (start + attempt) % n;
+            if is_log[vi] {
+                continue;
+            }
             // A second copy on the same vdev goes far from the first.
             let same_vdev = dvas[..got].iter().any(|d| d.vdev == vi as u32);
             if same_vdev && attempt < n {
@@ -1369,6 +1438,8 @@ impl Pool {
                 kind: spec.kind,
                 asize,
                 leaves,
+                log: spec.log,
+                faulted: Default::default(),
             });
         }
         let mut cfg = self.config.read().clone();
@@ -1448,12 +1519,20 @@ impl Pool {
             cksum: l.errors.cksum.load(Relaxed),
             repaired: l.errors.repaired.load(Relaxed),
             children: vec![],
+            log: false,
         };
         self.vdevs
             .read()
             .iter()
             .map(|t| match t.kind {
-                VdevKind::Disk => leaf_status(&t.leaves[0]),
+                VdevKind::Disk => {
+                    let mut d = leaf_status(&t.leaves[0]);
+                    if t.faulted.load(Relaxed) {
+                        d.state = "FAULTED".into();
+                    }
+                    d.log = t.log;
+                    d
+                }
                 _ => {
                     let children: Vec<DeviceStatus> = t.leaves.iter().map(leaf_status).collect();
                     DeviceStatus {
@@ -1464,6 +1543,7 @@ impl Pool {
                         cksum: children.iter().map(|c| c.cksum).sum(),
                         repaired: children.iter().map(|c| c.repaired).sum(),
                         children,
+                        log: t.log,
                     }
                 }
             })
@@ -1482,6 +1562,163 @@ impl Pool {
         }
     }
 
+    /// Allocate one intent-log block outside syncing context. With `use_slog` the
+    /// separate log devices are preferred; a faulted or full log device falls back
+    /// to the data vdevs. The allocation lands in the next commit's space map; if
+    /// the system crashes first, replay claims the block again.
+    pub fn alloc_log_block(&self, size: u64, use_slog: bool) -> Result<Dva> {
+        self.check_suspended()?;
+        let sector = self.sector_size() as u64;
+        let size = size.next_multiple_of(sector);
+        let order: Vec<usize> = {
+            let tops = self.vdevs.read();
+            let ok = |t: &TopVdev| !t.faulted.load(Relaxed) && t.health() != "UNAVAIL";
+            let logs = tops.iter().filter(|t| t.log && ok(t) && use_slog);
+            let data = tops.iter().filter(|t| !t.log && ok(t));
+            logs.chain(data).map(|t| t.id as usize).collect()
+        };
+        let mut s = self.space.lock();
+        for vi in order {
+            let vs = &mut s.vdevs[vi];
+            if let Some(off) = vs.free.find_fit(size, vs.cursor, sector) {
+                vs.free.remove(off, size);
+                vs.allocated.insert(off, size);
+                s.txg_records.push(Record {
+                    alloc: true,
+                    vdev: vi as u32,
+                    offset: off,
+                    len: size,
+                });
+                return Ok(Dva {
+                    vdev: vi as u32,
+                    asize: size as u32,
+                    offset: off,
+                });
+            }
+        }
+        Err(PoolError::NoSpace)
+    }
+
+    /// Mark an intent-log block found at replay as allocated (it may already be,
+    /// if a commit recorded it before the crash). False if the range is partly
+    /// allocated to something else (the block is not a live log block).
+    pub fn claim_log_block(&self, dva: &Dva) -> bool {
+        let mut s = self.space.lock();
+        let Some(vs) = s.vdevs.get_mut(dva.vdev as usize) else {
+            return false;
+        };
+        let (off, len) = (dva.offset, dva.asize as u64);
+        if vs.allocated.contains(off, len) {
+            return true;
+        }
+        if !vs.free.contains(off, len) {
+            return false;
+        }
+        vs.free.remove(off, len);
+        vs.allocated.insert(off, len);
+        s.txg_records.push(Record {
+            alloc: true,
+            vdev: dva.vdev,
+            offset: off,
+            len,
+        });
+        true
+    }
+
+    /// Free an intent-log block (syncing context), like `free_block`.
+    pub fn free_log_block(&self, dva: &Dva) {
+        let bp = BlkPtr {
+            dvas: [*dva, Dva::default(), Dva::default()],
+            birth_txg: 1,
+            ..BlkPtr::HOLE
+        };
+        self.free_block(&bp);
+    }
+
+    /// Write an intent-log block's bytes (a prefix of its allocation). A failing
+    /// log device is marked faulted so later log blocks go to the data vdevs.
+    pub fn write_log_block(&self, dva: &Dva, data: &[u8]) -> Result<()> {
+        let tops = self.vdevs.read();
+        let top = tops
+            .get(dva.vdev as usize)
+            .ok_or_else(|| PoolError::Corrupt {
+                vdev: dva.vdev,
+                offset: dva.offset,
+                what: "log block on a vdev that does not exist".into(),
+            })?;
+        if data.len() as u64 > dva.asize as u64 || dva.offset + dva.asize as u64 > top.asize {
+            return Err(PoolError::Corrupt {
+                vdev: dva.vdev,
+                offset: dva.offset,
+                what: "log block outside its allocation".into(),
+            });
+        }
+        let r = top.write(data, dva.offset);
+        if r.is_err() && top.log {
+            self.fault_log_vdev(top);
+        }
+        r
+    }
+
+    /// Flush the vdevs that hold log blocks (`vdevs`: their ids).
+    pub fn flush_vdevs(&self, vdevs: &[u32]) -> Result<()> {
+        let tops = self.vdevs.read();
+        for id in vdevs {
+            if let Some(t) = tops.get(*id as usize) {
+                if let Err(e) = t.flush() {
+                    if t.log {
+                        self.fault_log_vdev(t);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fault_log_vdev(&self, top: &TopVdev) {
+        if !top.faulted.swap(true, Relaxed) {
+            self.notices.lock().push(format!(
+                "log device {} failed: logging to the main vdevs",
+                top.leaves
+                    .first()
+                    .map(|l| l.path.display().to_string())
+                    .unwrap_or_default()
+            ));
+        }
+    }
+
+    /// Read an intent-log block: the first copy that `valid` accepts (the log
+    /// block carries its own checksum, as its pointer cannot).
+    pub fn read_log_block(&self, dva: &Dva, valid: &dyn Fn(&[u8]) -> bool) -> Result<Vec<u8>> {
+        let tops = self.vdevs.read();
+        let top = tops
+            .get(dva.vdev as usize)
+            .ok_or_else(|| PoolError::Corrupt {
+                vdev: dva.vdev,
+                offset: dva.offset,
+                what: "log block on a vdev that does not exist".into(),
+            })?;
+        if dva.offset + dva.asize as u64 > top.asize {
+            return Err(PoolError::Corrupt {
+                vdev: dva.vdev,
+                offset: dva.offset,
+                what: "log block outside its vdev".into(),
+            });
+        }
+        top.read_verified(dva.offset, dva.asize as usize, valid)
+    }
+
+    /// Messages for `pool status`.
+    pub fn notices(&self) -> Vec<String> {
+        self.notices.lock().clone()
+    }
+
+    /// Add a message for `pool status`.
+    pub fn add_notice(&self, msg: String) {
+        self.notices.lock().push(msg);
+    }
+
     /// Bytes freed but not yet allocatable (waiting for a later commit).
     pub fn deferred_bytes(&self) -> u64 {
         self.space
@@ -1495,13 +1732,20 @@ impl Pool {
 
     fn refresh_usable(&self) {
         let s = self.space.lock();
+        let tops = self.vdevs.read();
         let mut u = [0u64; USABLE_CLASSES];
-        for (_, len) in s.vdevs.iter().flat_map(|v| v.free.iter()) {
+        let data = tops
+            .iter()
+            .zip(s.vdevs.iter())
+            .filter(|(t, _)| !t.log)
+            .map(|(_, v)| v);
+        for (_, len) in data.flat_map(|v| v.free.iter()) {
             for (i, slot) in u.iter_mut().enumerate() {
                 let bs = 4096u64 << i;
                 *slot += len / bs * bs;
             }
         }
+        drop(tops);
         drop(s);
         *self.usable.lock() = u;
     }
@@ -1541,6 +1785,7 @@ fn top_config(t: &TopVdev) -> TopVdevConfig {
         guid: t.guid,
         kind: t.kind,
         asize: t.asize,
+        log: t.log,
         children: t
             .leaves
             .iter()

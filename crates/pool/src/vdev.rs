@@ -97,6 +97,10 @@ pub struct TopVdev {
     pub kind: VdevKind,
     pub asize: u64,
     pub leaves: Vec<Leaf>,
+    /// A separate log device: only intent log blocks are allocated on it.
+    pub log: bool,
+    /// Set when a write or flush failed: allocation avoids this vdev from then on.
+    pub faulted: std::sync::atomic::AtomicBool,
 }
 
 impl TopVdev {
@@ -236,6 +240,9 @@ impl TopVdev {
 
     /// Health of this vdev: ONLINE, DEGRADED (a mirror lost children), UNAVAIL.
     pub fn health(&self) -> &'static str {
+        if self.faulted.load(Relaxed) {
+            return "FAULTED";
+        }
         let present = self.leaves.iter().filter(|l| l.dev.is_some()).count();
         if present == self.leaves.len() {
             "ONLINE"

@@ -1,0 +1,647 @@
+//! The intent log (ZIL): makes synchronous writes durable without waiting for a
+//! transaction group.
+//!
+//! Big picture. Every logged change (a write or a truncate) becomes an *itx* in
+//! memory, tagged with the txg its change belongs to. `commit` makes all itxs up to
+//! a point durable: one caller becomes the *leader*, takes every pending itx, packs
+//! them into log blocks, writes them and flushes once; callers that arrive while it
+//! writes wait and are served by the next leader's batch (group commit). When txg T
+//! commits, itxs of txg <= T are covered by the tree and dropped, and log blocks
+//! holding only such itxs are freed by the sync of T.
+//!
+//! On disk, log blocks form a chain. Each block is allocated before it is written
+//! and names the pre-allocated location of the next one; its header carries the
+//! chain's guid and a sequence number, and a BLAKE3 checksum over the block, so a
+//! stale or torn block ends the chain. The object set root records the *header*:
+//! the first block of the live chain (or the block the next write will use).
+//!
+//! Invariants:
+//! - A log block is written only after the header naming its chain is committed
+//!   (`header_persisted`); before that, `commit` asks the caller to commit a txg.
+//! - Sequence numbers of one chain increase by one per block; replay stops at the
+//!   first block that is unreadable, fails its checksum, or has the wrong guid/seq.
+//! - An itx's txg is taken while the object set's txg is held, so "txg <= T" means
+//!   exactly "the change is in the tree of T"; replay applies only itxs of later txgs.
+//! - Replay is idempotent: records are whole writes and truncates, re-applied in
+//!   order; the chain is freed only by the commit that follows replay.
+
+use cachalot_pool::{Dva, Pool, PoolError};
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+const MAGIC: u64 = 0x3143_5a48_4341_43; // "CACHZ1" little-endian-ish tag
+pub const BLOCK_HEADER: usize = 96;
+const RECORD_HEADER: usize = 40;
+const MIN_BLOCK: u64 = 8 * 1024;
+const MAX_BLOCK: u64 = 128 * 1024;
+const REC_WRITE: u8 = 1;
+const REC_TRUNCATE: u8 = 2;
+
+/// What the object set root records about the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZilHeader {
+    /// First block of the chain (asize 0: no log).
+    pub head: Dva,
+    pub seq: u64,
+    pub guid: u64,
+}
+
+impl ZilHeader {
+    pub const SIZE: usize = 32;
+    pub fn is_empty(&self) -> bool {
+        self.head.asize == 0
+    }
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.head.vdev.to_le_bytes());
+        out[4..8].copy_from_slice(&self.head.asize.to_le_bytes());
+        out[8..16].copy_from_slice(&self.head.offset.to_le_bytes());
+        out[16..24].copy_from_slice(&self.seq.to_le_bytes());
+        out[24..32].copy_from_slice(&self.guid.to_le_bytes());
+    }
+    pub fn decode(b: &[u8]) -> Self {
+        let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        ZilHeader {
+            head: Dva {
+                vdev: u32at(0),
+                asize: u32at(4),
+                offset: u64at(8),
+            },
+            seq: u64at(16),
+            guid: u64at(24),
+        }
+    }
+}
+
+/// A logged change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Write { obj: u64, off: u64, data: Arc<[u8]> },
+    Truncate { obj: u64, size: u64 },
+}
+
+impl Record {
+    fn encoded_len(&self) -> usize {
+        RECORD_HEADER
+            + match self {
+                Record::Write { data, .. } => data.len().next_multiple_of(8),
+                Record::Truncate { .. } => 0,
+            }
+    }
+}
+
+struct Itx {
+    txg: u64,
+    rec: Record,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LogBlock {
+    dva: Dva,
+    /// Highest txg of the itxs in it (0 for blocks adopted at replay).
+    max_txg: u64,
+}
+
+struct State {
+    guid: u64,
+    /// Written blocks of the live chain, oldest first.
+    chain: VecDeque<LogBlock>,
+    /// Blocks of chains abandoned after a write error: freed once a commit covers
+    /// their itxs (`max_txg`), never part of a header again.
+    retired: Vec<LogBlock>,
+    /// Block being written by the current leader.
+    in_flight: Vec<(Dva, u64)>,
+    /// Where the next block goes, and its sequence number.
+    next: Option<(Dva, u64)>,
+    /// The last committed object set root names this chain.
+    header_persisted: bool,
+    pending: VecDeque<Itx>,
+    /// Sequence number the next itx gets.
+    next_itx: u64,
+    /// Every itx with a smaller number is durable (in the log or in a commit).
+    durable_itx: u64,
+    /// Highest txg of any itx logged so far.
+    max_txg_logged: u64,
+    committed_txg: u64,
+    leader: bool,
+    last_batch: u64,
+    use_slog: bool,
+    error: Option<String>,
+}
+
+/// One object set's intent log.
+pub struct Zil {
+    pool: Arc<Pool>,
+    state: Mutex<State>,
+    cv: Condvar,
+    commits: cachalot_analytics::Stat,
+    name: Mutex<String>,
+}
+
+/// Outcome of `Zil::commit`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// Everything asked for is durable.
+    Durable,
+    /// The chain's header is not on disk yet: commit a txg (which also makes the
+    /// asked-for changes durable), then call again.
+    NeedTxgCommit,
+}
+
+fn random_guid() -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&std::process::id().to_le_bytes());
+    h.update(
+        &std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+            .to_le_bytes(),
+    );
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    h.update(
+        &N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    u64::from_le_bytes(h.finalize().as_bytes()[0..8].try_into().unwrap()).max(1)
+}
+
+/// Encode a log block: header, records, checksum. `size` is the allocation.
+fn encode_block(guid: u64, seq: u64, next: &Dva, recs: &[&Itx], sector: usize) -> Vec<u8> {
+    let used: usize = BLOCK_HEADER + recs.iter().map(|i| i.rec.encoded_len()).sum::<usize>();
+    let mut b = vec![0u8; used.next_multiple_of(sector)];
+    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    b[8..16].copy_from_slice(&guid.to_le_bytes());
+    b[16..24].copy_from_slice(&seq.to_le_bytes());
+    b[24..28].copy_from_slice(&(used as u32).to_le_bytes());
+    b[28..32].copy_from_slice(&(recs.len() as u32).to_le_bytes());
+    b[32..36].copy_from_slice(&next.vdev.to_le_bytes());
+    b[36..40].copy_from_slice(&next.asize.to_le_bytes());
+    b[40..48].copy_from_slice(&next.offset.to_le_bytes());
+    let mut o = BLOCK_HEADER;
+    for itx in recs {
+        let (ty, obj, off, len, data): (u8, u64, u64, u64, &[u8]) = match &itx.rec {
+            Record::Write { obj, off, data } => (REC_WRITE, *obj, *off, data.len() as u64, data),
+            Record::Truncate { obj, size } => (REC_TRUNCATE, *obj, 0, *size, &[]),
+        };
+        b[o] = ty;
+        b[o + 8..o + 16].copy_from_slice(&itx.txg.to_le_bytes());
+        b[o + 16..o + 24].copy_from_slice(&obj.to_le_bytes());
+        b[o + 24..o + 32].copy_from_slice(&off.to_le_bytes());
+        b[o + 32..o + 40].copy_from_slice(&len.to_le_bytes());
+        b[o + RECORD_HEADER..o + RECORD_HEADER + data.len()].copy_from_slice(data);
+        o += itx.rec.encoded_len();
+    }
+    let sum = checksum_of(&b[..used]);
+    b[64..96].copy_from_slice(&sum);
+    b
+}
+
+fn checksum_of(block: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(&block[0..64]);
+    h.update(&block[96..]);
+    *h.finalize().as_bytes()
+}
+
+/// A decoded block: records with their txgs, and the next block's location.
+pub struct DecodedBlock {
+    pub next: Dva,
+    pub records: Vec<(u64, Record)>,
+}
+
+/// Check and decode a log block read from disk; `None` ends the chain.
+pub fn decode_block(b: &[u8], guid: u64, seq: u64) -> Option<DecodedBlock> {
+    if !valid_block(b, guid, seq) {
+        return None;
+    }
+    let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let used = u32at(24) as usize;
+    let n = u32at(28) as usize;
+    let next = Dva {
+        vdev: u32at(32),
+        asize: u32at(36),
+        offset: u64at(40),
+    };
+    let mut records = Vec::with_capacity(n);
+    let mut o = BLOCK_HEADER;
+    for _ in 0..n {
+        if o + RECORD_HEADER > used {
+            return None;
+        }
+        let (ty, txg, obj, off, len) = (
+            b[o],
+            u64at(o + 8),
+            u64at(o + 16),
+            u64at(o + 24),
+            u64at(o + 32),
+        );
+        let rec = match ty {
+            REC_WRITE => {
+                let end = o + RECORD_HEADER + len as usize;
+                if len > MAX_BLOCK || end > used {
+                    return None;
+                }
+                Record::Write {
+                    obj,
+                    off,
+                    data: b[o + RECORD_HEADER..end].into(),
+                }
+            }
+            REC_TRUNCATE => Record::Truncate { obj, size: len },
+            _ => return None,
+        };
+        o += rec.encoded_len();
+        records.push((txg, rec));
+    }
+    Some(DecodedBlock { next, records })
+}
+
+/// Magic, guid, sequence and checksum all match.
+pub fn valid_block(b: &[u8], guid: u64, seq: u64) -> bool {
+    if b.len() < BLOCK_HEADER {
+        return false;
+    }
+    let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let used = u32::from_le_bytes(b[24..28].try_into().unwrap()) as usize;
+    u64at(0) == MAGIC
+        && u64at(8) == guid
+        && u64at(16) == seq
+        && (BLOCK_HEADER..=b.len()).contains(&used)
+        && checksum_of(&b[..used]) == b[64..96]
+}
+
+impl Zil {
+    /// The log of an object set whose root recorded `header`.
+    pub fn new(pool: Arc<Pool>, header: ZilHeader) -> Self {
+        let (guid, next, persisted) = if header.is_empty() {
+            (random_guid(), None, false)
+        } else {
+            (header.guid, Some((header.head, header.seq)), true)
+        };
+        Zil {
+            pool,
+            state: Mutex::new(State {
+                guid,
+                chain: VecDeque::new(),
+                retired: Vec::new(),
+                in_flight: Vec::new(),
+                next,
+                header_persisted: persisted,
+                pending: VecDeque::new(),
+                next_itx: 1,
+                durable_itx: 1,
+                max_txg_logged: 0,
+                committed_txg: 0,
+                leader: false,
+                last_batch: MIN_BLOCK,
+                use_slog: true,
+                error: None,
+            }),
+            cv: Condvar::new(),
+            commits: cachalot_analytics::global().stat("zil.commits", &["dataset"]),
+            name: Mutex::new(String::new()),
+        }
+    }
+
+    /// Name used in analytics (the dataset).
+    pub fn set_name(&self, name: &str) {
+        *self.name.lock() = name.to_string();
+    }
+
+    /// Prefer the separate log devices (logbias=latency) or not (throughput).
+    pub fn set_use_slog(&self, v: bool) {
+        self.state.lock().use_slog = v;
+    }
+
+    /// Log a change made in `txg`; returns its itx number.
+    pub fn log(&self, txg: u64, rec: Record) -> u64 {
+        let mut s = self.state.lock();
+        let seq = s.next_itx;
+        s.next_itx += 1;
+        s.max_txg_logged = s.max_txg_logged.max(txg);
+        s.pending.push_back(Itx { txg, rec });
+        seq
+    }
+
+    /// The point `commit` must reach to cover everything logged so far.
+    pub fn tail(&self) -> (u64, u64) {
+        let s = self.state.lock();
+        (s.next_itx - 1, s.max_txg_logged)
+    }
+
+    /// Make every itx up to `upto` (from `tail`) durable.
+    pub fn commit(&self, upto: (u64, u64)) -> Result<CommitOutcome, PoolError> {
+        let (seq, txg) = upto;
+        let t0 = Instant::now();
+        let mut s = self.state.lock();
+        loop {
+            if s.durable_itx > seq || s.committed_txg >= txg {
+                return Ok(CommitOutcome::Durable);
+            }
+            if let Some(e) = &s.error {
+                return Err(PoolError::Suspended(e.clone()));
+            }
+            if !s.header_persisted {
+                if s.next.is_none() {
+                    let dva = self.pool.alloc_log_block(s.last_batch, s.use_slog)?;
+                    s.next = Some((dva, 1));
+                }
+                return Ok(CommitOutcome::NeedTxgCommit);
+            }
+            if s.leader {
+                self.cv.wait(&mut s);
+                continue;
+            }
+            s.leader = true;
+            let batch: Vec<Itx> = s.pending.drain(..).collect();
+            let target = s.next_itx;
+            let r = self.write_batch(&mut s, &batch);
+            s.leader = false;
+            match r {
+                Ok(()) => s.durable_itx = s.durable_itx.max(target),
+                Err(_) => {
+                    // A block of this batch may be missing on disk, which would cut
+                    // the chain before anything written after it: abandon the chain,
+                    // start a new one, and let a txg commit cover the batch.
+                    for itx in batch.into_iter().rev() {
+                        s.pending.push_front(itx);
+                    }
+                    Self::retire_chain(&mut s);
+                }
+            }
+            self.cv.notify_all();
+            if s.durable_itx > seq {
+                self.commits
+                    .record(&[self.name.lock().as_str()], 0, t0.elapsed());
+            }
+        }
+    }
+
+    /// Pack `batch` into blocks, write them, flush. Called by the leader with the
+    /// state lock held across the allocation bookkeeping, released for the I/O.
+    fn write_batch(
+        &self,
+        s: &mut parking_lot::MutexGuard<'_, State>,
+        batch: &[Itx],
+    ) -> Result<(), PoolError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let sector = self.pool.sector_size();
+        // Split large writes so every record fits in a block.
+        let max_data = (MAX_BLOCK as usize) - BLOCK_HEADER - RECORD_HEADER;
+        let mut itxs: Vec<Itx> = Vec::new();
+        for i in batch {
+            match &i.rec {
+                Record::Write { obj, off, data } if data.len() > max_data => {
+                    for (k, chunk) in data.chunks(max_data).enumerate() {
+                        itxs.push(Itx {
+                            txg: i.txg,
+                            rec: Record::Write {
+                                obj: *obj,
+                                off: off + (k * max_data) as u64,
+                                data: chunk.into(),
+                            },
+                        });
+                    }
+                }
+                r => itxs.push(Itx {
+                    txg: i.txg,
+                    rec: r.clone(),
+                }),
+            }
+        }
+        let total: u64 =
+            itxs.iter().map(|i| i.rec.encoded_len() as u64).sum::<u64>() + BLOCK_HEADER as u64;
+        s.last_batch = total.clamp(MIN_BLOCK, MAX_BLOCK);
+        // Plan blocks: fill the pre-allocated one, then chain new ones.
+        let mut planned: Vec<(Dva, u64, Dva, Vec<usize>, u64)> = Vec::new();
+        let mut i = 0;
+        while i < itxs.len() {
+            let (dva, seq) = match s.next.take() {
+                Some(n) => n,
+                None => (self.pool.alloc_log_block(s.last_batch, s.use_slog)?, 1),
+            };
+            let cap = dva.asize as usize - BLOCK_HEADER;
+            let mut used = 0;
+            let mut members = Vec::new();
+            let mut max_txg = 0;
+            while i < itxs.len() && used + itxs[i].rec.encoded_len() <= cap {
+                used += itxs[i].rec.encoded_len();
+                max_txg = max_txg.max(itxs[i].txg);
+                members.push(i);
+                i += 1;
+            }
+            if members.is_empty() {
+                // The pre-allocated block is too small for this record: give it
+                // back to the chain as an empty link, and use a bigger block.
+                let big = self.pool.alloc_log_block(MAX_BLOCK, s.use_slog)?;
+                planned.push((dva, seq, big, vec![], 0));
+                s.next = Some((big, seq + 1));
+                continue;
+            }
+            let size = if i < itxs.len() {
+                s.last_batch.max(MIN_BLOCK)
+            } else {
+                s.last_batch
+            };
+            let next = self.pool.alloc_log_block(size, s.use_slog)?;
+            s.next = Some((next, seq + 1));
+            planned.push((dva, seq, next, members, max_txg));
+        }
+        s.in_flight = planned.iter().map(|p| (p.0, p.1)).collect();
+        let guid = s.guid;
+        let pool = self.pool.clone();
+        // The I/O happens without the lock: other writers keep logging meanwhile.
+        let result = parking_lot::MutexGuard::unlocked(s, || -> Result<(), PoolError> {
+            let mut vdevs: Vec<u32> = Vec::new();
+            for (dva, seq, next, members, _) in &planned {
+                let recs: Vec<&Itx> = members.iter().map(|m| &itxs[*m]).collect();
+                let block = encode_block(guid, *seq, next, &recs, sector);
+                pool.write_log_block(dva, &block)?;
+                if !vdevs.contains(&dva.vdev) {
+                    vdevs.push(dva.vdev);
+                }
+            }
+            pool.flush_vdevs(&vdevs)
+        });
+        s.in_flight.clear();
+        for (dva, _, _, _, max_txg) in &planned {
+            s.chain.push_back(LogBlock {
+                dva: *dva,
+                max_txg: *max_txg,
+            });
+        }
+        result
+    }
+
+    fn retire_chain(s: &mut State) {
+        let cover = s.max_txg_logged;
+        let old: Vec<LogBlock> = s.chain.drain(..).collect();
+        s.retired.extend(old.into_iter().map(|b| LogBlock {
+            dva: b.dva,
+            max_txg: cover,
+        }));
+        if let Some((d, _)) = s.next.take() {
+            s.retired.push(LogBlock {
+                dva: d,
+                max_txg: cover,
+            });
+        }
+        s.guid = random_guid();
+        s.header_persisted = false;
+    }
+
+    /// Called by the object set's sync of `txg`: free the blocks whose itxs the
+    /// tree of `txg` covers and return the header to record in the root block.
+    pub fn sync_header(&self, txg: u64, free: &mut dyn FnMut(&Dva)) -> ZilHeader {
+        let mut s = self.state.lock();
+        let (gone, kept): (Vec<LogBlock>, Vec<LogBlock>) =
+            s.retired.drain(..).partition(|b| b.max_txg <= txg);
+        s.retired = kept;
+        for b in gone {
+            free(&b.dva);
+        }
+        // Keep every block after the first live one: sequence numbers must stay
+        // contiguous from the header on.
+        while s.chain.front().is_some_and(|b| b.max_txg <= txg) {
+            let b = s.chain.pop_front().unwrap();
+            free(&b.dva);
+        }
+        let head = match (s.chain.front(), s.in_flight.first(), s.next) {
+            (Some(b), _, _) => {
+                // The sequence number of the first chain block: count back from the
+                // in-flight or next block.
+                let later = s
+                    .in_flight
+                    .first()
+                    .map(|f| f.1)
+                    .or(s.next.map(|n| n.1))
+                    .unwrap_or(1);
+                Some((b.dva, later - s.chain.len() as u64))
+            }
+            (None, Some(f), _) => Some(*f),
+            (None, None, Some(n)) => Some(n),
+            (None, None, None) => None,
+        };
+        match head {
+            Some((dva, seq)) => ZilHeader {
+                head: dva,
+                seq,
+                guid: s.guid,
+            },
+            None => ZilHeader::default(),
+        }
+    }
+
+    /// Called after txg `txg` committed with `header`: itxs of `txg` or older are
+    /// covered by the tree and dropped; waiters covered by it are released.
+    pub fn txg_committed(&self, txg: u64, header: &ZilHeader) {
+        let mut s = self.state.lock();
+        s.committed_txg = s.committed_txg.max(txg);
+        s.pending.retain(|i| i.txg > txg);
+        if !header.is_empty() && header.guid == s.guid {
+            s.header_persisted = true;
+        }
+        s.error = None;
+        self.cv.notify_all();
+    }
+
+    /// Blocks the log holds on disk (for accounting checks and destroy).
+    pub fn blocks(&self) -> Vec<Dva> {
+        let s = self.state.lock();
+        s.chain
+            .iter()
+            .chain(s.retired.iter())
+            .map(|b| b.dva)
+            .chain(s.in_flight.iter().map(|f| f.0))
+            .chain(s.next.map(|n| n.0))
+            .collect()
+    }
+
+    /// Free every block of the log (the dataset is being destroyed).
+    pub fn free_all(&self, free: &mut dyn FnMut(&Dva)) {
+        let mut s = self.state.lock();
+        let st = &mut *s;
+        let all: Vec<LogBlock> = st.chain.drain(..).chain(st.retired.drain(..)).collect();
+        for b in all {
+            free(&b.dva);
+        }
+        if let Some((d, _)) = s.next.take() {
+            free(&d);
+        }
+        s.pending.clear();
+        s.header_persisted = false;
+    }
+
+    /// After replay: the blocks read become part of the chain (freed by the next
+    /// sync, which covers their records), and the next block follows them.
+    pub fn adopt_replayed(&self, blocks: &[Dva], next: Option<(Dva, u64)>) {
+        let mut s = self.state.lock();
+        for d in blocks {
+            s.chain.push_back(LogBlock {
+                dva: *d,
+                max_txg: 0,
+            });
+        }
+        s.next = next;
+        s.header_persisted = next.is_some();
+    }
+
+    pub fn guid(&self) -> u64 {
+        self.state.lock().guid
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_roundtrip_and_validation() {
+        let itxs = [
+            Itx {
+                txg: 5,
+                rec: Record::Write {
+                    obj: 3,
+                    off: 100,
+                    data: vec![7u8; 1000].into(),
+                },
+            },
+            Itx {
+                txg: 6,
+                rec: Record::Truncate { obj: 3, size: 50 },
+            },
+        ];
+        let refs: Vec<&Itx> = itxs.iter().collect();
+        let next = Dva {
+            vdev: 0,
+            asize: 8192,
+            offset: 4096,
+        };
+        let b = encode_block(42, 9, &next, &refs, 4096);
+        let d = decode_block(&b, 42, 9).unwrap();
+        assert_eq!(d.next, next);
+        assert_eq!(d.records.len(), 2);
+        assert_eq!(d.records[0].1, itxs[0].rec);
+        assert_eq!(d.records[1], (6, Record::Truncate { obj: 3, size: 50 }));
+        assert!(
+            decode_block(&b, 42, 10).is_none(),
+            "wrong sequence ends the chain"
+        );
+        assert!(
+            decode_block(&b, 41, 9).is_none(),
+            "wrong guid ends the chain"
+        );
+        let mut torn = b.clone();
+        torn[200] ^= 1;
+        assert!(
+            decode_block(&torn, 42, 9).is_none(),
+            "a torn block ends the chain"
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! The filesystem over one dataset: inode attributes, file data, space, and the
+//! locks that keep concurrent operations consistent. Namespace operations live in
+//! `namespace.rs`, extended attributes in `xattr.rs`, the orphan list in
+//! `orphan.rs`.
+//!
+//! Locking (always in this order, never the other way round):
+//! 1. `ns`: a read-write lock over the whole namespace. Operations that change
+//!    directories take it exclusively; lookups and readdir share it.
+//! 2. attribute stripes: a mutex per inode (hashed onto 64 stripes) around every
+//!    read-modify-write of an inode's bonus, so a chmod, a link count change and the
+//!    mtime update of a write never lose each other's changes. Several stripes are
+//!    taken in ascending stripe order.
+//! 3. a transaction (`Dataset::begin`). While a transaction is held nothing waits
+//!    for a lock, starts another transaction or calls a throttling `Dataset` write,
+//!    because a commit waiting for the transaction would deadlock them.
+//!
+//! Invariants: object ids are inode numbers; every change of more than one object
+//! happens inside one transaction; an inode with no links is deleted when nothing
+//! has it open, else recorded in the orphan list until its last close (or the next
+//! mount after a crash).
+
+use crate::dir;
+use crate::error::{Errno, Result};
+use crate::inode::{FileKind, Inode, Timespec};
+use crate::master;
+use crate::objio::{ObjRead, ObjWrite};
+use cachalot_datasets::{Dataset, Store};
+use cachalot_objects::ObjectInfo;
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Largest file size (the object layer's limit).
+pub const MAX_FILE_SIZE: u64 = 1 << 60;
+/// Largest link count of a file.
+pub const MAX_LINKS: u32 = u32::MAX - 1;
+const STRIPES: usize = 64;
+/// Space asked of the pool before a namespace change (directory buckets, inodes).
+pub(crate) const NS_TX_BYTES: u64 = 256 << 10;
+
+/// Attributes of an inode as a frontend reports them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: FileKind,
+    /// Full st_mode (type and permission bits).
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    pub size: u64,
+    /// 512-byte blocks.
+    pub blocks: u64,
+    pub blksize: u32,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub crtime: Timespec,
+    pub flags: u64,
+    pub generation: u64,
+}
+
+/// A time to set: now, or a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    At(Timespec),
+}
+
+/// Changes of a setattr; `None` leaves a field alone.
+#[derive(Clone, Debug, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+}
+
+/// Who asks (owner of what it creates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Caller {
+    pub const ROOT: Caller = Caller { uid: 0, gid: 0 };
+}
+
+/// Space of the filesystem, statfs style.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub bsize: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u32,
+}
+
+/// fallocate modes (Linux values).
+pub const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+pub const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+pub const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+
+/// A POSIX filesystem on one dataset.
+pub struct Fs {
+    pub(crate) ds: Arc<Dataset>,
+    store: Arc<Store>,
+    pub(crate) root: u64,
+    pub(crate) orphans: u64,
+    pub(crate) ns: RwLock<()>,
+    stripes: Vec<Mutex<()>>,
+    pub(crate) open_counts: Mutex<HashMap<u64, u32>>,
+}
+
+pub(crate) fn load<R: ObjRead + ?Sized>(r: &R, obj: u64) -> Result<(Inode, ObjectInfo)> {
+    if obj == master::MASTER_OBJ {
+        return Err(Errno::ENOENT);
+    }
+    let info = r.info(obj)?;
+    Ok((Inode::decode(&info.bonus)?, info))
+}
+
+pub(crate) fn save<W: ObjWrite + ?Sized>(w: &W, obj: u64, ino: &Inode) -> Result<()> {
+    w.set_bonus(obj, &ino.encode())
+}
+
+impl Fs {
+    /// Open the filesystem of `ds` (creating it in an empty dataset) and reclaim
+    /// the space of files left unlinked-but-open by a crash.
+    pub fn mount(store: Arc<Store>, ds: Arc<Dataset>) -> Result<Fs> {
+        let m = master::open_or_create(&ds)?;
+        let fs = Fs {
+            ds,
+            store,
+            root: m.root,
+            orphans: m.orphans,
+            ns: RwLock::new(()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            open_counts: Mutex::new(HashMap::new()),
+        };
+        load(&*fs.ds, fs.root)?;
+        fs.reclaim_orphans()?;
+        Ok(fs)
+    }
+
+    /// The object id of the root directory.
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.ds
+    }
+
+    /// Lock the attribute stripes of `objs` (ascending stripe order, each once).
+    pub(crate) fn lock_inodes(&self, objs: &[u64]) -> Vec<MutexGuard<'_, ()>> {
+        let mut idx: Vec<usize> = objs.iter().map(|o| (*o as usize) % STRIPES).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.stripes[i].lock()).collect()
+    }
+
+    pub(crate) fn attr_of(&self, obj: u64, ino: &Inode, info: &ObjectInfo) -> Result<Attr> {
+        let kind = ino.kind().ok_or(Errno::EIO)?;
+        let size = if kind == FileKind::Directory {
+            dir::count(&*self.ds, obj)? + 2
+        } else {
+            info.size
+        };
+        Ok(Attr {
+            ino: obj,
+            kind,
+            mode: ino.mode,
+            nlink: ino.nlink,
+            uid: ino.uid,
+            gid: ino.gid,
+            rdev: ino.rdev,
+            size,
+            blocks: size.div_ceil(512),
+            blksize: info.blksz.max(4096),
+            atime: ino.atime,
+            mtime: ino.mtime,
+            ctime: ino.ctime,
+            crtime: ino.crtime,
+            flags: ino.flags,
+            generation: info.gen,
+        })
+    }
+
+    pub fn getattr(&self, obj: u64) -> Result<Attr> {
+        let (ino, info) = load(&*self.ds, obj)?;
+        self.attr_of(obj, &ino, &info)
+    }
+
+    /// Change attributes (chmod, chown, truncate, utimes). Permission checks are
+    /// the frontend's (the kernel's, with default_permissions).
+    pub fn setattr(&self, obj: u64, set: &SetAttr) -> Result<Attr> {
+        let _g = self.lock_inodes(&[obj]);
+        let bytes = if set.size.is_some() { 64 << 10 } else { 0 };
+        let tx = self.ds.begin(bytes)?;
+        let (mut ino, _) = load(&tx, obj)?;
+        let now = Timespec::now();
+        if let Some(size) = set.size {
+            if ino.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            if ino.kind() != Some(FileKind::Regular) {
+                return Err(Errno::EINVAL);
+            }
+            if size > MAX_FILE_SIZE {
+                return Err(Errno::EFBIG);
+            }
+            ObjWrite::truncate(&tx, obj, size)?;
+            ino.mtime = now;
+        }
+        if let Some(mode) = set.mode {
+            ino.mode = (ino.mode & libc::S_IFMT) | (mode & 0o7777);
+        }
+        let owner_changes =
+            set.uid.is_some_and(|u| u != ino.uid) || set.gid.is_some_and(|g| g != ino.gid);
+        if let Some(uid) = set.uid {
+            ino.uid = uid;
+        }
+        if let Some(gid) = set.gid {
+            ino.gid = gid;
+        }
+        if owner_changes && !ino.is_dir() {
+            // As Linux does: a chown drops set-user-id, and set-group-id when the
+            // group may execute.
+            ino.mode &= !libc::S_ISUID;
+            if ino.mode & libc::S_IXGRP != 0 {
+                ino.mode &= !libc::S_ISGID;
+            }
+        }
+        let pick = |t: TimeSet| match t {
+            TimeSet::Now => now,
+            TimeSet::At(t) => t,
+        };
+        if let Some(t) = set.atime {
+            ino.atime = pick(t);
+        }
+        if let Some(t) = set.mtime {
+            ino.mtime = pick(t);
+        }
+        ino.ctime = now;
+        save(&tx, obj, &ino)?;
+        let info = tx.info(obj)?;
+        drop(tx);
+        self.attr_of(obj, &ino, &info)
+    }
+
+    /// Count an open of `obj` (an unlinked file stays until its last close).
+    pub fn open(&self, obj: u64) -> Result<Attr> {
+        let _ns = self.ns.read();
+        let a = self.getattr(obj)?;
+        *self.open_counts.lock().entry(obj).or_insert(0) += 1;
+        Ok(a)
+    }
+
+    /// The last close of an unlinked file deletes it.
+    pub fn release(&self, obj: u64) -> Result<()> {
+        let _ns = self.ns.write();
+        {
+            let mut oc = self.open_counts.lock();
+            match oc.get_mut(&obj) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    return Ok(());
+                }
+                Some(_) => {
+                    oc.remove(&obj);
+                }
+                None => return Ok(()),
+            }
+        }
+        let _g = self.lock_inodes(&[obj]);
+        let (ino, _) = match load(&*self.ds, obj) {
+            Ok(x) => x,
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if ino.nlink == 0 {
+            let tx = self.ds.begin(0)?;
+            self.destroy_inode(&tx, obj, &ino)?;
+            crate::orphan::remove(&tx, self.orphans, obj)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_open(&self, obj: u64) -> bool {
+        self.open_counts.lock().contains_key(&obj)
+    }
+
+    /// Delete an inode's objects (its data and its xattr object).
+    pub(crate) fn destroy_inode<W: ObjWrite + ?Sized>(
+        &self,
+        w: &W,
+        obj: u64,
+        ino: &Inode,
+    ) -> Result<()> {
+        if ino.xattr_obj != 0 {
+            match w.delete_object(ino.xattr_obj) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        w.delete_object(obj)
+    }
+
+    /// Read file data (short at the end of the file). Updates atime as relatime
+    /// does: when it is older than mtime or ctime, or a day old.
+    pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+        let data = self.ds.read(obj, off, len)?;
+        let _ = self.touch_atime(obj);
+        Ok(data)
+    }
+
+    fn touch_atime(&self, obj: u64) -> Result<()> {
+        let (ino, _) = load(&*self.ds, obj)?;
+        let now = Timespec::now();
+        if ino.atime > ino.mtime && ino.atime > ino.ctime && now.sec - ino.atime.sec < 86400 {
+            return Ok(());
+        }
+        let _g = self.lock_inodes(&[obj]);
+        let (mut ino, _) = load(&*self.ds, obj)?;
+        ino.atime = now;
+        self.ds.set_bonus(obj, &ino.encode())?;
+        Ok(())
+    }
+
+    /// Write file data; `kill_suid` drops set-user/group-id bits (a write by
+    /// someone other than root, as the kernel asks).
+    pub fn write(&self, obj: u64, off: u64, data: &[u8], kill_suid: bool) -> Result<usize> {
+        let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        self.ds.write(obj, off, data)?;
+        self.touch_modified(obj, kill_suid)?;
+        Ok(data.len())
+    }
+
+    fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<()> {
+        let _g = self.lock_inodes(&[obj]);
+        let (mut ino, _) = load(&*self.ds, obj)?;
+        let now = Timespec::now();
+        ino.mtime = now;
+        ino.ctime = now;
+        if kill_suid {
+            ino.mode &= !libc::S_ISUID;
+            if ino.mode & libc::S_IXGRP != 0 {
+                ino.mode &= !libc::S_ISGID;
+            }
+        }
+        self.ds.set_bonus(obj, &ino.encode())?;
+        Ok(())
+    }
+
+    /// fallocate: mode 0 extends the size (copy-on-write cannot reserve blocks, so
+    /// it checks that the space is available now), KEEP_SIZE alone does nothing,
+    /// PUNCH_HOLE|KEEP_SIZE and ZERO_RANGE write zeros (stored as holes when
+    /// compression is on).
+    pub fn fallocate(&self, obj: u64, off: u64, len: u64, mode: i32) -> Result<()> {
+        let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
+        if len == 0 {
+            return Err(Errno::EINVAL);
+        }
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let (ino, info) = load(&*self.ds, obj)?;
+        if ino.kind() != Some(FileKind::Regular) {
+            return Err(Errno::ENODEV);
+        }
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        match mode & !FALLOC_FL_KEEP_SIZE {
+            0 => {
+                if end > info.size {
+                    if self.statfs()?.bavail * 4096 < end - info.size {
+                        return Err(Errno::ENOSPC);
+                    }
+                    if !keep {
+                        self.setattr(
+                            obj,
+                            &SetAttr {
+                                size: Some(end),
+                                ..Default::default()
+                            },
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            FALLOC_FL_PUNCH_HOLE if keep => {
+                let stop = end.min(info.size);
+                self.write_zeros(obj, off, stop)
+            }
+            FALLOC_FL_ZERO_RANGE => {
+                let stop = if keep { end.min(info.size) } else { end };
+                self.write_zeros(obj, off, stop)
+            }
+            _ => Err(Errno::EOPNOTSUPP),
+        }
+    }
+
+    fn write_zeros(&self, obj: u64, mut off: u64, end: u64) -> Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK as usize];
+        while off < end {
+            let n = (end - off).min(CHUNK - off % CHUNK);
+            self.ds.write(obj, off, &zeros[..n as usize])?;
+            off += n;
+        }
+        self.touch_modified(obj, false)
+    }
+
+    /// Space of the dataset: what it uses and what it may still use (quota and
+    /// reservations of others included).
+    pub fn statfs(&self) -> Result<StatFs> {
+        let name = self.ds.name();
+        let info = self
+            .store
+            .list(Some(&name), false)?
+            .into_iter()
+            .next()
+            .ok_or(Errno::EIO)?;
+        let bsize = 4096u64;
+        let total = info.used + info.available;
+        Ok(StatFs {
+            bsize: bsize as u32,
+            blocks: total / bsize,
+            bfree: info.available / bsize,
+            bavail: info.available / bsize,
+            files: (total / 512).max(1 << 20),
+            ffree: (info.available / 512).max(1),
+            namelen: dir::MAX_NAME as u32,
+        })
+    }
+
+    /// Make every change so far durable.
+    pub fn fsync(&self) -> Result<()> {
+        Ok(self.ds.fsync()?)
+    }
+
+    pub fn readlink(&self, obj: u64) -> Result<Vec<u8>> {
+        let (ino, info) = load(&*self.ds, obj)?;
+        if ino.kind() != Some(FileKind::Symlink) {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.ds.read(obj, 0, info.size as usize)?)
+    }
+}
