@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The first-run story: a file-backed pool in ./demo, the daemon, MySQL-style
-# datasets, and the status page. Ctrl-C stops the daemon cleanly (it exports the
-# pool) and leaves the pool files in ./demo for the next run.
-#
-# MariaDB on a FUSE mount of these datasets arrives with the filesystem frontend
-# (issue 5); until then the demo shows the pool, datasets, properties and the web
-# status page.
+# datasets (data on recordsize=16K, redo and binary logs on recordsize=128K)
+# mounted over FUSE, a private MariaDB on them (127.0.0.1, its own port and
+# socket) with a sysbench table loaded. Ctrl-C stops MariaDB, unmounts, stops the
+# daemon (which exports the pool) and leaves everything in ./demo for the next run.
+# MariaDB and the daemon run in their own sessions: Ctrl-C reaches only this
+# script, which stops them in that order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/target/release/cachalot
@@ -13,14 +13,30 @@ DEMO=$PWD/demo
 HOME_DIR=$DEMO/home
 export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
 HTTP=${CACHALOT_DEMO_HTTP:-127.0.0.1:7470}
+MY_PORT=${CACHALOT_DEMO_MYSQL_PORT:-3307}
+MNT=$DEMO/mysql
+RUN=$DEMO/run
+MY_CNF=$RUN/my.cnf
+MY_SOCK=$RUN/mysqld.sock
+MARIADB_PID=
 
 mkdir -p "$DEMO" "$HOME_DIR"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-"$BIN" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" --http "$HTTP" >"$DEMO/daemon.log" 2>&1 &
+setsid "$BIN" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" --http "$HTTP" >"$DEMO/daemon.log" 2>&1 &
 DAEMON=$!
 cleanup() {
-    say "stopping the daemon (exports the pool cleanly)"
+    set +e
+    if [[ -n $MARIADB_PID ]] && kill -0 "$MARIADB_PID" 2>/dev/null; then
+        say "stopping MariaDB"
+        kill -TERM "$MARIADB_PID"
+        for _ in $(seq 600); do kill -0 "$MARIADB_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$MARIADB_PID" 2>/dev/null
+        wait "$MARIADB_PID" 2>/dev/null
+    fi
+    say "unmounting and stopping the daemon (exports the pool cleanly)"
+    "$BIN" unmount tank/mysql/data 2>/dev/null
+    "$BIN" unmount tank/mysql/log 2>/dev/null
     kill -TERM "$DAEMON" 2>/dev/null || true
     wait "$DAEMON" 2>/dev/null || true
     echo "pool files kept in $DEMO; run 'make demo' again to re-import them"
@@ -54,7 +70,78 @@ say "scrub"
 "$BIN" pool scrub -w tank
 "$BIN" pool status tank
 
+say "mounting tank/mysql/data and tank/mysql/log under $MNT"
+mkdir -p "$MNT/data" "$MNT/log" "$RUN"
+for ds in data log; do
+    if ! "$BIN" mount | grep -q "^tank/mysql/$ds	"; then
+        "$BIN" mount "tank/mysql/$ds" "$MNT/$ds"
+    fi
+done
+"$BIN" mount
+df -h "$MNT/data" "$MNT/log"
+
+# mysqld runs as 'mysql' when that user can reach ./demo, else as root.
+MY_USER=root
+if id mysql >/dev/null 2>&1 && runuser -u mysql -- test -x "$MNT"; then
+    MY_USER=mysql
+    chown mysql:mysql "$MNT/data" "$MNT/log" "$RUN"
+fi
+cat >"$MY_CNF" <<CNF
+[mysqld]
+datadir=$MNT/data
+innodb_log_group_home_dir=$MNT/log
+log-bin=$MNT/log/binlog
+server-id=1
+bind-address=127.0.0.1
+port=$MY_PORT
+socket=$MY_SOCK
+pid-file=$RUN/mysqld.pid
+log-error=$RUN/mariadb-error.log
+user=$MY_USER
+innodb_buffer_pool_size=128M
+innodb_log_file_size=64M
+innodb_flush_log_at_trx_commit=1
+sync_binlog=1
+CNF
+if [[ ! -d $MNT/data/mysql ]]; then
+    say "initialising a MariaDB data directory on tank/mysql/data"
+    mariadb-install-db --defaults-file="$MY_CNF" --skip-test-db \
+        --auth-root-authentication-method=normal >"$RUN/install-db.log" 2>&1 || {
+        tail -n 20 "$RUN/install-db.log"
+        exit 1
+    }
+fi
+say "starting MariaDB on 127.0.0.1:$MY_PORT (socket $MY_SOCK)"
+setsid mariadbd --defaults-file="$MY_CNF" >>"$RUN/mariadbd.out" 2>&1 &
+MARIADB_PID=$!
+for _ in $(seq 240); do
+    mariadb -S "$MY_SOCK" -uroot -e "select 1" >/dev/null 2>&1 && break
+    kill -0 "$MARIADB_PID" 2>/dev/null || { tail -n 20 "$RUN/mariadb-error.log"; exit 1; }
+    sleep 0.25
+done
+if ! mariadb -S "$MY_SOCK" -uroot -N -e "select 1 from information_schema.tables where table_schema='sbtest' and table_name='sbtest1'" | grep -q 1; then
+    say "loading a sysbench table (sbtest.sbtest1, 100,000 rows)"
+    mariadb -S "$MY_SOCK" -uroot -e "create database if not exists sbtest"
+    sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root \
+        --tables=1 --table-size=100000 prepare >"$RUN/sysbench-prepare.log" 2>&1
+fi
+mariadb -S "$MY_SOCK" -uroot -e "select count(*) as sbtest1_rows from sbtest.sbtest1"
+say "space and compression after loading"
+"$BIN" list -r -o name,used,refer,recordsize,compressratio,mountpoint tank/mysql
+
 ADDR=$(cat "$HOME_DIR/http.addr" 2>/dev/null || echo "$HTTP")
-say "web status page: http://$ADDR/   (daemon log: $DEMO/daemon.log)"
-echo "Press Ctrl-C to stop."
-while kill -0 "$DAEMON" 2>/dev/null; do sleep 1; done
+cat <<INFO
+
+Where things are:
+  pool files        $DEMO/disk0.img, $DEMO/disk1.img (mirror)
+  daemon            socket $CACHALOT_SOCKET, log $DEMO/daemon.log
+  web status page   http://$ADDR/
+  InnoDB data       $MNT/data   (tank/mysql/data, recordsize=16K)
+  redo + binlogs    $MNT/log    (tank/mysql/log, recordsize=128K)
+  MariaDB           127.0.0.1:$MY_PORT, socket $MY_SOCK, error log $RUN/mariadb-error.log
+  try               mariadb -S $MY_SOCK -uroot sbtest
+                    sysbench oltp_read_write --mysql-socket=$MY_SOCK --mysql-user=root \\
+                        --tables=1 --table-size=100000 --threads=4 --time=30 run
+INFO
+echo "Press Ctrl-C to stop (MariaDB, mounts and daemon are stopped cleanly)."
+while kill -0 "$DAEMON" 2>/dev/null && kill -0 "$MARIADB_PID" 2>/dev/null; do sleep 1; done

@@ -18,8 +18,15 @@ fio              test demo
 xxd              test demo
 procps           test demo
 util-linux       test demo
-mariadb-server   demo
-sysbench         demo
+mariadb-server   test demo
+sysbench         test demo
+xfsprogs         test
+btrfs-progs      test
+e2fsprogs        test
+mount            test
+fonts-dejavu-core test
+stress-ng        test
+python3          test
 '
 
 usage() {

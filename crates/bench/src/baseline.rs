@@ -5,9 +5,10 @@
 //!
 //! Invariants:
 //! - Teardown undoes exactly the steps that succeeded, in reverse: unmount (lazy
-//!   unmount as a last resort), detach every loop device backed by the image (found
-//!   with `losetup -j`, so a device whose name we never learned is detached too),
-//!   delete the image, remove the mount directory.
+//!   unmount as a last resort), detach every loop device backed by the image (the
+//!   one losetup named, checked in sysfs so it works even if the image was deleted
+//!   behind our back, plus any `losetup -j` finds, so a device whose name we never
+//!   learned is detached too), delete the image, remove the mount directory.
 //! - Teardown runs on drop as well, and ignores the interrupt flag (Ctrl-C must
 //!   leave nothing behind); it is idempotent.
 //! - Whoever uses the mount must have stopped its processes before teardown (a
@@ -50,7 +51,12 @@ pub struct Baseline {
 
 impl Baseline {
     /// Create the image in `image_dir` and mount it under `mount_root/NAME`.
-    pub fn create(spec: &BaselineSpec, image_dir: &Path, mount_root: &Path, tools: &Tools) -> Result<Baseline> {
+    pub fn create(
+        spec: &BaselineSpec,
+        image_dir: &Path,
+        mount_root: &Path,
+        tools: &Tools,
+    ) -> Result<Baseline> {
         let image = image_dir.join(format!(
             "cachalot-bench-{}-{}.img",
             spec.name,
@@ -73,8 +79,14 @@ impl Baseline {
             mounted: false,
             mountpoint_created: false,
         };
-        b.build(spec)
-            .with_context(|| format!("baseline '{}' ({} {})", spec.name, spec.fs.as_str(), format_size(spec.size)))?;
+        b.build(spec).with_context(|| {
+            format!(
+                "baseline '{}' ({} {})",
+                spec.name,
+                spec.fs.as_str(),
+                format_size(spec.size)
+            )
+        })?;
         Ok(b)
     }
 
@@ -113,19 +125,35 @@ impl Baseline {
         Ok(())
     }
 
-    /// Loop devices currently backed by our image.
+    /// Loop devices currently backed by our image: the one losetup gave us (if
+    /// the kernel still says it is backed by our image, even deleted) and any
+    /// other `losetup -j` finds.
     fn devices(&self) -> Vec<String> {
+        let mut devs = Vec::new();
+        let image = self.info.image.to_string_lossy().into_owned();
+        if let Some(name) = self.info.device.strip_prefix("/dev/") {
+            let f = format!("/sys/block/{name}/loop/backing_file");
+            if let Ok(b) = std::fs::read_to_string(f) {
+                let b = b.trim();
+                if b == image || b.strip_suffix(" (deleted)") == Some(&image) {
+                    devs.push(self.info.device.clone());
+                }
+            }
+        }
         let mut c = self.tools.cmd("losetup");
         c.arg("-j").arg(&self.info.image);
-        match exec::run(&mut c, "losetup -j", CLEANUP_TIMEOUT, Mode::Cleanup) {
-            Ok(o) => o
+        if let Ok(o) = exec::run(&mut c, "losetup -j", CLEANUP_TIMEOUT, Mode::Cleanup) {
+            for d in o
                 .stdout
                 .lines()
                 .filter_map(|l| l.split_once(':').map(|(d, _)| d.trim().to_string()))
-                .filter(|d| !d.is_empty())
-                .collect(),
-            Err(_) => Vec::new(),
+            {
+                if !d.is_empty() && !devs.contains(&d) {
+                    devs.push(d);
+                }
+            }
         }
+        devs
     }
 
     /// Undo everything; returns the problems met (empty when all went well).

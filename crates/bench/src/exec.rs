@@ -47,8 +47,14 @@ impl Output {
 
 /// Pick the line most likely to explain a failure.
 pub fn summary_line(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let wanted = ["FATAL", "ERROR", "error", "Error", "failed", "cannot", "Can't"];
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let wanted = [
+        "FATAL", "ERROR", "error", "Error", "failed", "cannot", "Can't",
+    ];
     lines
         .iter()
         .rev()
@@ -116,7 +122,10 @@ pub fn kill(child: &mut Child) {
 pub fn wait(child: &mut Child, what: &str, timeout: Duration, mode: Mode) -> Result<ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(st) = child.try_wait().with_context(|| format!("waiting for {what}"))? {
+        if let Some(st) = child
+            .try_wait()
+            .with_context(|| format!("waiting for {what}"))?
+        {
             return Ok(st);
         }
         if mode == Mode::Interruptible {
@@ -185,7 +194,13 @@ mod tests {
 
     #[test]
     fn captures_output_and_status() {
-        let o = run(&mut sh("echo out; echo err >&2; exit 3"), "t", Duration::from_secs(10), Mode::Cleanup).unwrap();
+        let o = run(
+            &mut sh("echo out; echo err >&2; exit 3"),
+            "t",
+            Duration::from_secs(10),
+            Mode::Cleanup,
+        )
+        .unwrap();
         assert_eq!(o.stdout, "out\n");
         assert_eq!(o.stderr, "err\n");
         assert_eq!(o.status.code(), Some(3));
@@ -200,14 +215,22 @@ mod tests {
             Mode::Cleanup,
         )
         .unwrap_err();
-        assert_eq!(format!("{e:#}"), "sysbench prepare failed (exit 1): FATAL: no table");
+        assert_eq!(
+            format!("{e:#}"),
+            "sysbench prepare failed (exit 1): FATAL: no table"
+        );
     }
 
     #[test]
     fn timeout_kills_the_whole_group() {
         let t0 = Instant::now();
-        let e = run(&mut sh("sleep 30 & sleep 30; wait"), "sleeper", Duration::from_millis(300), Mode::Cleanup)
-            .unwrap_err();
+        let e = run(
+            &mut sh("sleep 30 & sleep 30; wait"),
+            "sleeper",
+            Duration::from_millis(300),
+            Mode::Cleanup,
+        )
+        .unwrap_err();
         assert!(format!("{e}").contains("timed out"), "{e}");
         // The pipes closed, so the grandchild (same group) was killed too.
         assert!(t0.elapsed() < Duration::from_secs(10));
@@ -215,9 +238,17 @@ mod tests {
 
     #[test]
     fn missing_program_is_a_clear_error() {
-        let e = run(&mut Command::new("/nonexistent/prog"), "prog", Duration::from_secs(1), Mode::Cleanup)
-            .unwrap_err();
-        assert!(format!("{e:#}").contains("cannot run /nonexistent/prog"), "{e:#}");
+        let e = run(
+            &mut Command::new("/nonexistent/prog"),
+            "prog",
+            Duration::from_secs(1),
+            Mode::Cleanup,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("cannot run /nonexistent/prog"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -60,7 +60,10 @@ impl Machine {
                         .to_string_lossy()
                         .into_owned()
                 };
-                (s(&u.nodename), format!("{} {}", s(&u.sysname), s(&u.release)))
+                (
+                    s(&u.nodename),
+                    format!("{} {}", s(&u.sysname), s(&u.release)),
+                )
             } else {
                 ("unknown".into(), "unknown".into())
             }

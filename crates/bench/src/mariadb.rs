@@ -100,17 +100,23 @@ pub fn option_file(paths: &ServerPaths, port: u16, as_root: bool, s: &ServerSett
     lines.join("\n") + "\n"
 }
 
-/// The last error line of a MariaDB error log text.
+/// The line of a MariaDB error log text that explains a failure: the first
+/// `[ERROR]` line that is not the generic "Aborting", else the last line.
 pub fn last_error(log: &str) -> Option<String> {
-    let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let from_tag = |l: &&str| match l.find("[ERROR]") {
+        Some(i) => l[i..].to_string(),
+        None => l.to_string(),
+    };
     lines
         .iter()
-        .rev()
-        .find(|l| l.contains("[ERROR]"))
-        .map(|l| match l.find("[ERROR]") {
-            Some(i) => l[i..].to_string(),
-            None => l.to_string(),
-        })
+        .find(|l| l.contains("[ERROR]") && !l.ends_with("Aborting"))
+        .or_else(|| lines.iter().rev().find(|l| l.contains("[ERROR]")))
+        .map(from_tag)
         .or_else(|| lines.last().map(|l| l.to_string()))
 }
 
@@ -182,7 +188,8 @@ impl Server {
         }
         for d in [&self.paths.datadir, &self.paths.tmpdir] {
             if d.exists() {
-                std::fs::remove_dir_all(d).with_context(|| format!("cannot remove {}", d.display()))?;
+                std::fs::remove_dir_all(d)
+                    .with_context(|| format!("cannot remove {}", d.display()))?;
             }
             std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
         }
@@ -196,7 +203,10 @@ impl Server {
             Ok(o) => {
                 let log = std::fs::read_to_string(&self.paths.error_log).unwrap_or_default();
                 let line = last_error(&log).unwrap_or_else(|| o.summary());
-                Err(anyhow!("{what} failed ({}): {line}", exec::status_text(&o.status)))
+                Err(anyhow!(
+                    "{what} failed ({}): {line}",
+                    exec::status_text(&o.status)
+                ))
             }
             Err(e) => Err(e),
         }
@@ -243,7 +253,8 @@ impl Server {
             let child = self.child.as_mut().expect("started");
             if let Some(st) = child.try_wait()? {
                 self.child = None;
-                let why = last_error(&self.log_since(log_offset)).unwrap_or_else(|| "no log output".into());
+                let why = last_error(&self.log_since(log_offset))
+                    .unwrap_or_else(|| "no log output".into());
                 bail!(
                     "{} ({}): {why} (log: {})",
                     self.ctx("exited during startup"),
@@ -331,7 +342,9 @@ impl Server {
 
 fn dir_bytes(p: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
     rd.flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_bytes(&e.path()),
@@ -399,7 +412,11 @@ mod tests {
     #[test]
     fn last_error_picks_the_error_line() {
         let log = "2026-11-22 0 [Note] Starting\n2026-11-22 0 [ERROR] unknown variable 'x=1'\n2026-11-22 0 [ERROR] Aborting\n";
-        assert_eq!(last_error(log).unwrap(), "[ERROR] Aborting");
+        assert_eq!(last_error(log).unwrap(), "[ERROR] unknown variable 'x=1'");
+        assert_eq!(
+            last_error("x [ERROR] Aborting\n").unwrap(),
+            "[ERROR] Aborting"
+        );
         assert_eq!(last_error("a\nb\n").unwrap(), "b");
         assert!(last_error("").is_none());
     }

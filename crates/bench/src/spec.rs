@@ -170,7 +170,12 @@ pub fn parse_size(s: &str) -> Result<u64> {
 
 /// Format bytes compactly with binary units ("256M", "1.5G").
 pub fn format_size(b: u64) -> String {
-    let units = [(1u64 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    let units = [
+        (1u64 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
     for (m, u) in units {
         if b >= m {
             let v = b as f64 / m as f64;
@@ -234,11 +239,19 @@ mod tests {
     fn baselines() {
         assert_eq!(
             parse_baseline("ext4").unwrap(),
-            BaselineSpec { name: "ext4".into(), fs: FsKind::Ext4, size: 8 << 30 }
+            BaselineSpec {
+                name: "ext4".into(),
+                fs: FsKind::Ext4,
+                size: 8 << 30
+            }
         );
         assert_eq!(
             parse_baseline("x2=xfs:4G").unwrap(),
-            BaselineSpec { name: "x2".into(), fs: FsKind::Xfs, size: 4 << 30 }
+            BaselineSpec {
+                name: "x2".into(),
+                fs: FsKind::Xfs,
+                size: 4 << 30
+            }
         );
         assert_eq!(parse_baseline("btrfs:1G").unwrap().size, 1 << 30);
         assert!(parse_baseline("zfs").is_err());

@@ -80,17 +80,22 @@ impl Tools {
     pub fn version(&self, prog: &str) -> String {
         let mut c = self.cmd(prog);
         c.arg("--version");
-        crate::exec::run(&mut c, prog, Duration::from_secs(20), crate::exec::Mode::Cleanup)
-            .ok()
-            .and_then(|o| {
-                o.stdout
-                    .lines()
-                    .chain(o.stderr.lines())
-                    .map(str::trim)
-                    .find(|l| !l.is_empty())
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(|| "unknown".into())
+        crate::exec::run(
+            &mut c,
+            prog,
+            Duration::from_secs(20),
+            crate::exec::Mode::Cleanup,
+        )
+        .ok()
+        .and_then(|o| {
+            o.stdout
+                .lines()
+                .chain(o.stderr.lines())
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "unknown".into())
     }
 }
 
@@ -134,15 +139,27 @@ mod tests {
     fn missing_programs_are_listed_with_packages() {
         let e = require(&["sh", "no-such-prog-1", "no-such-prog-2"]).unwrap_err();
         let m = e.to_string();
-        assert!(m.starts_with("not installed (not found in PATH): no-such-prog-1, no-such-prog-2"), "{m}");
+        assert!(
+            m.starts_with("not installed (not found in PATH): no-such-prog-1, no-such-prog-2"),
+            "{m}"
+        );
         assert!(!m.contains('\n'));
     }
 
     #[test]
     fn packages_are_known_for_all_used_programs() {
         for p in [
-            "sysbench", "fio", "mariadbd", "mariadb-install-db", "mariadb", "losetup", "mount",
-            "umount", "mkfs.ext4", "mkfs.xfs", "mkfs.btrfs",
+            "sysbench",
+            "fio",
+            "mariadbd",
+            "mariadb-install-db",
+            "mariadb",
+            "losetup",
+            "mount",
+            "umount",
+            "mkfs.ext4",
+            "mkfs.xfs",
+            "mkfs.btrfs",
         ] {
             assert_ne!(package_of(p), "?", "{p}");
         }

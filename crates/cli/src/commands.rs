@@ -113,6 +113,9 @@ pub fn run(cli: Cli) -> CmdResult {
             Ok(())
         }
         Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
+        Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
+        Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
+        Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
     }
 }
 

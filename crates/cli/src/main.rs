@@ -10,6 +10,7 @@
 
 mod commands;
 mod debug;
+mod mount;
 mod status;
 mod table;
 
@@ -57,6 +58,13 @@ pub enum Cmd {
     Inherit(InheritArgs),
     /// Destroy a dataset
     Destroy(DestroyArgs),
+    /// Mount a filesystem: mount FS [PATH] (default PATH: its mountpoint property)
+    Mount(mount::MountArgs),
+    /// Unmount a filesystem
+    #[command(alias = "umount")]
+    Unmount(mount::UnmountArgs),
+    /// Benchmarks: sysbench OLTP and fio against targets side by side
+    Bench(cachalot_bench::cli::BenchArgs),
     /// Low-level debugging commands (objects, raw API calls)
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCmd),
@@ -352,6 +360,10 @@ mod tests {
                 "debug", "write", "tank/db", "1", "--seed", "7", "--len", "1M",
             ],
             &["pool", "sync", "tank"],
+            &["mount", "tank/db"],
+            &["mount", "tank/db", "/mnt/db"],
+            &["unmount", "-f", "tank/db"],
+            &["umount", "tank/db"],
         ] {
             parse(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
         }

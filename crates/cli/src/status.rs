@@ -73,10 +73,20 @@ fn render_one(p: &Value) -> String {
     if let Some(why) = p["suspended"].as_str() {
         o.push_str(&format!("status: The pool is suspended: {why}\n"));
     }
+    // Events the operator must know about (intent log replayed or lost...).
+    for n in p["notices"].as_array().into_iter().flatten() {
+        if let Some(n) = n.as_str() {
+            o.push_str(&format!("notice: {n}\n"));
+        }
+    }
     o.push_str(&scan_line(&p["scrub"]));
     o.push_str("config:\n\n");
-    // The pool row carries the sums of its top-level vdevs.
-    let devs: Vec<Value> = p["devices"].as_array().cloned().unwrap_or_default();
+    // The pool row carries the sums of its top-level vdevs; log devices follow
+    // under "logs", as in zpool status.
+    let all: Vec<Value> = p["devices"].as_array().cloned().unwrap_or_default();
+    let (logs, devs): (Vec<Value>, Vec<Value>) = all
+        .into_iter()
+        .partition(|d| d["log"].as_bool() == Some(true));
     let sum = |k: &str| devs.iter().map(|d| u(d, k)).sum::<u64>();
     let mut rows: Vec<(String, Value)> = vec![(
         s(p, "name").to_string(),
@@ -84,6 +94,15 @@ fn render_one(p: &Value) -> String {
     )];
     for d in &devs {
         collect_rows(d, 1, &mut rows);
+    }
+    if !logs.is_empty() {
+        rows.push((
+            "logs".to_string(),
+            serde_json::json!({"state": "", "read": "", "write": "", "cksum": ""}),
+        ));
+        for d in &logs {
+            collect_rows(d, 1, &mut rows);
+        }
     }
     let w = rows
         .iter()
@@ -96,6 +115,11 @@ fn render_one(p: &Value) -> String {
         "NAME", "STATE", "READ", "WRITE", "CKSUM"
     ));
     for (name, d) in &rows {
+        if d["read"].is_string() {
+            // A section heading ("logs").
+            o.push_str(&format!("\t{name}\n"));
+            continue;
+        }
         o.push_str(&format!(
             "\t{name:<w$}  {:<8} {:>5} {:>5} {:>5}\n",
             s(d, "state"),

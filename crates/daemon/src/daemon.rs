@@ -31,6 +31,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod mounts;
+
 /// Result of one op: a JSON value, or a one-line message.
 pub type OpResult = Result<Value, String>;
 
@@ -55,6 +57,8 @@ pub struct Daemon {
     pools: RwLock<BTreeMap<String, PoolSlot>>,
     admin: Mutex<()>,
     shutting_down: AtomicBool,
+    /// Mounted filesystems by dataset name (see `mounts.rs`).
+    mounts: Mutex<BTreeMap<String, mounts::MountEntry>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -98,13 +102,16 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("obj.size", &["ds", "obj"]),
     ("obj.list", &["ds"]),
     ("obj.fsync", &["ds"]),
+    ("fs.mount", &["name", "path"]),
+    ("fs.unmount", &["name", "force"]),
+    ("fs.mounts", &[]),
 ];
 
 /// Vdev type words accepted in a vdev specification (besides device paths).
 const VDEV_TYPES: &[&str] = &["mirror", "raidz", "raidz1", "raidz2", "log", "cache"];
 
 /// Ops that change nothing (allowed over HTTP without a token).
-pub const READ_ONLY_OPS: &[&str] = &["pool.list", "pool.status", "ds.list", "ds.get"];
+pub const READ_ONLY_OPS: &[&str] = &["pool.list", "pool.status", "ds.list", "ds.get", "fs.mounts"];
 
 /// True if `op` only reads.
 pub fn is_read_only(op: &str) -> bool {
@@ -157,6 +164,7 @@ impl Daemon {
             pools: RwLock::new(BTreeMap::new()),
             admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
+            mounts: Mutex::new(BTreeMap::new()),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -205,6 +213,7 @@ impl Daemon {
         if let Err(e) = d.save_state() {
             log(format!("cannot write state file: {e}"));
         }
+        d.restore_mounts();
         Ok(d)
     }
 
@@ -262,6 +271,7 @@ impl Daemon {
             "ds.set" => self.ds_set(&a),
             "ds.inherit" => self.ds_inherit(&a),
             op if op.starts_with("obj.") => self.obj_op(op, &a),
+            op if op.starts_with("fs.") => self.fs_op(op, &a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -270,6 +280,9 @@ impl Daemon {
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
         let _g = self.admin.lock();
+        // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
+        // the next start re-mounts them.
+        let _ = self.unmount_pool(None, true);
         let slots = std::mem::take(&mut *self.pools.write());
         for (name, slot) in slots {
             if let Some(store) = slot.store {
@@ -507,12 +520,17 @@ impl Daemon {
         );
         log(format!("imported pool '{real}'"));
         self.save_state_after("pool import")?;
+        self.restore_pool_mounts(&real);
         Ok(json!({ "name": real }))
     }
 
     fn pool_export(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        if let Err(e) = self.unmount_pool(Some(&name), false) {
+            let _ = self.record_mounts(&name);
+            return Err(e);
+        }
         let store = {
             let pools = self.pools.read();
             match pools.get(&name) {
@@ -532,6 +550,10 @@ impl Daemon {
     fn pool_destroy(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        if let Err(e) = self.unmount_pool(Some(&name), false) {
+            let _ = self.record_mounts(&name);
+            return Err(e);
+        }
         let store = self.store(&name)?;
         store.destroy_pool().map_err(se)?;
         self.pools.write().remove(&name);

@@ -258,8 +258,21 @@ impl Store {
         mirror: bool,
         opts: StoreOpts,
     ) -> Result<Arc<Store>> {
+        Store::create_on_devices_with_log(name, devices, mirror, vec![], opts)
+    }
+
+    /// Create on already-open devices with separate log devices (tests).
+    pub fn create_on_devices_with_log(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        mirror: bool,
+        log: Vec<Arc<dyn BlockDevice>>,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
         check_pool_name(name)?;
-        let pool = Arc::new(Pool::create_on_devices(name, devices, mirror, 12)?);
+        let pool = Arc::new(Pool::create_on_devices_with_log(
+            name, devices, mirror, log, 12,
+        )?);
         let catalog = Catalog {
             version: CATALOG_VERSION,
             next_id: 2,
@@ -1203,9 +1216,23 @@ fn sync_thread(me: Weak<Store>) {
             t.requested >= t.open_txg
         };
         if (has_work || requested) && store.txg.lock().error.is_none() {
-            if let Err(e) = store.sync_txg() {
+            // A bug must not leave writers waiting forever for a commit that will
+            // never come: a panic becomes the pool's error.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.sync_txg()));
+            let err = match r {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(p) => Some(format!(
+                    "internal error during commit: {}",
+                    p.downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default()
+                )),
+            };
+            if let Some(e) = err {
                 let mut t = store.txg.lock();
-                t.error = Some(e.to_string());
+                t.error = Some(e);
                 store.txg_cv.notify_all();
             }
         }

@@ -1050,7 +1050,23 @@ impl ObjectSet {
                     // Unwritten (the usual end of a chain) or unreadable: either
                     // way the chain ends; keep the block as the next one to write.
                     if !matches!(e, PoolError::Checksum { .. }) {
-                        report.problem = Some(format!("intent log unreadable: {e}"));
+                        report.problem = Some(format!("intent log unreadable: {e}; records after txg {committed_txg} are lost"));
+                    } else if pool.is_log_vdev(dva.vdev)
+                        && pool
+                            .read_log_block_raw(&dva)
+                            .is_ok_and(|raw| !crate::zil::looks_unwritten(&raw))
+                    {
+                        // A dedicated log device only ever holds log blocks: other
+                        // bytes where the chain continues mean the device is damaged.
+                        report.problem = Some(format!(
+                            "intent log device is corrupt at vdev {} offset {:#x}; records after txg {committed_txg} may be lost",
+                            dva.vdev, dva.offset
+                        ));
+                    } else if blocks.is_empty() && zh.head_written {
+                        report.problem = Some(format!(
+                            "intent log is corrupt (first block at vdev {} offset {:#x}); records after txg {committed_txg} are lost",
+                            dva.vdev, dva.offset
+                        ));
                     }
                     break Some((dva, seq));
                 }

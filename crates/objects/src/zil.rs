@@ -46,10 +46,13 @@ pub struct ZilHeader {
     pub head: Dva,
     pub seq: u64,
     pub guid: u64,
+    /// The head block was written before this header was committed, so if it does
+    /// not read back valid the log is damaged (not merely unused).
+    pub head_written: bool,
 }
 
 impl ZilHeader {
-    pub const SIZE: usize = 32;
+    pub const SIZE: usize = 40;
     pub fn is_empty(&self) -> bool {
         self.head.asize == 0
     }
@@ -59,6 +62,7 @@ impl ZilHeader {
         out[8..16].copy_from_slice(&self.head.offset.to_le_bytes());
         out[16..24].copy_from_slice(&self.seq.to_le_bytes());
         out[24..32].copy_from_slice(&self.guid.to_le_bytes());
+        out[32..40].copy_from_slice(&(self.head_written as u64).to_le_bytes());
     }
     pub fn decode(b: &[u8]) -> Self {
         let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
@@ -71,6 +75,7 @@ impl ZilHeader {
             },
             seq: u64at(16),
             guid: u64at(24),
+            head_written: u64at(32) & 1 == 1,
         }
     }
 }
@@ -258,6 +263,13 @@ pub fn decode_block(b: &[u8], guid: u64, seq: u64) -> Option<DecodedBlock> {
         records.push((txg, rec));
     }
     Some(DecodedBlock { next, records })
+}
+
+/// True if the bytes could be an unwritten log block on a dedicated log device:
+/// zeros, or any (older) log block. Anything else there is damage.
+pub fn looks_unwritten(b: &[u8]) -> bool {
+    b.iter().all(|x| *x == 0)
+        || (b.len() >= 8 && u64::from_le_bytes(b[0..8].try_into().unwrap()) == MAGIC)
 }
 
 /// Magic, guid, sequence and checksum all match.
@@ -522,17 +534,18 @@ impl Zil {
                     .map(|f| f.1)
                     .or(s.next.map(|n| n.1))
                     .unwrap_or(1);
-                Some((b.dva, later - s.chain.len() as u64))
+                Some((b.dva, later - s.chain.len() as u64, true))
             }
-            (None, Some(f), _) => Some(*f),
-            (None, None, Some(n)) => Some(n),
+            (None, Some(f), _) => Some((f.0, f.1, false)),
+            (None, None, Some(n)) => Some((n.0, n.1, false)),
             (None, None, None) => None,
         };
         match head {
-            Some((dva, seq)) => ZilHeader {
+            Some((dva, seq, written)) => ZilHeader {
                 head: dva,
                 seq,
                 guid: s.guid,
+                head_written: written,
             },
             None => ZilHeader::default(),
         }

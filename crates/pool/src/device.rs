@@ -99,16 +99,46 @@ impl BlockDevice for FileDevice {
     }
 }
 
+/// The power supply simulated devices share: one write counter for all of them,
+/// so a cut hits every device at the same instant.
+#[derive(Default)]
+pub struct Power {
+    /// Total writes issued so far (the "clock" crash points are chosen on).
+    writes: std::sync::atomic::AtomicU64,
+    /// The write with this number is torn; later writes and flushes are lost.
+    cut_at: std::sync::atomic::AtomicU64,
+}
+
+impl Power {
+    pub fn new() -> Arc<Power> {
+        Arc::new(Power {
+            writes: Default::default(),
+            cut_at: std::sync::atomic::AtomicU64::new(u64::MAX),
+        })
+    }
+    /// Cut the power at write number `n` (counted over all devices on this supply).
+    pub fn cut_at_write(&self, n: u64) {
+        self.cut_at.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+    /// Cut the power now.
+    pub fn cut_now(&self) {
+        self.cut_at
+            .store(self.writes_issued(), std::sync::atomic::Ordering::SeqCst);
+    }
+    pub fn writes_issued(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    /// True once the power is off.
+    pub fn is_cut(&self) -> bool {
+        self.writes_issued() > self.cut_at.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// State of a simulated device: what survived the last flush, and what did not yet.
 struct SimState {
     durable: Vec<u8>,
     /// Writes since the last flush, in issue order.
     pending: Vec<(u64, Vec<u8>)>,
-    /// Total writes issued so far (the "clock" crash points are chosen on).
-    writes: u64,
-    /// Once set, the power is off: the write with this number is torn and later
-    /// writes and flushes are lost.
-    cut_at: Option<u64>,
     torn: Option<(u64, Vec<u8>)>,
     /// Number of flushes that really completed before the cut.
     flushes: u64,
@@ -120,6 +150,7 @@ struct SimState {
 pub struct SimDevice {
     path: PathBuf,
     state: Arc<Mutex<SimState>>,
+    power: Arc<Power>,
 }
 
 impl SimDevice {
@@ -128,30 +159,39 @@ impl SimDevice {
         Self::from_image(name, vec![0; size as usize])
     }
 
-    /// A device whose durable content is `image`.
+    /// A device whose durable content is `image`, on its own power supply.
     pub fn from_image(name: &str, image: Vec<u8>) -> Self {
+        Self::on_power(name, image, Power::new())
+    }
+
+    /// A device on a shared power supply.
+    pub fn on_power(name: &str, image: Vec<u8>, power: Arc<Power>) -> Self {
         SimDevice {
             path: PathBuf::from(format!("sim:{name}")),
             state: Arc::new(Mutex::new(SimState {
                 durable: image,
                 pending: Vec::new(),
-                writes: 0,
-                cut_at: None,
                 torn: None,
                 flushes: 0,
             })),
+            power,
         }
     }
 
-    /// Cut the power when the write with number `n` (counted from 0 over this device's
-    /// life) is issued: that write is torn, everything after it is lost.
-    pub fn cut_power_at_write(&self, n: u64) {
-        self.state.lock().cut_at = Some(n);
+    /// The device's power supply.
+    pub fn power(&self) -> &Arc<Power> {
+        &self.power
     }
 
-    /// Writes issued so far.
+    /// Cut the power when write number `n` (counted over the power supply's life)
+    /// is issued: that write is torn, everything after it is lost.
+    pub fn cut_power_at_write(&self, n: u64) {
+        self.power.cut_at_write(n);
+    }
+
+    /// Writes issued so far on this device's power supply.
     pub fn writes_issued(&self) -> u64 {
-        self.state.lock().writes
+        self.power.writes_issued()
     }
 
     /// Flushes that completed while the power was on.
@@ -161,8 +201,7 @@ impl SimDevice {
 
     /// True once the power is cut.
     pub fn is_cut(&self) -> bool {
-        let s = self.state.lock();
-        s.cut_at.is_some_and(|c| s.writes > c)
+        self.power.is_cut()
     }
 
     /// The content after the power loss: the durable image, plus each unflushed write
@@ -224,9 +263,12 @@ impl BlockDevice for SimDevice {
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "write past end"),
             ));
         }
-        let n = s.writes;
-        s.writes += 1;
-        match s.cut_at {
+        let n = self
+            .power
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let cut = self.power.cut_at.load(std::sync::atomic::Ordering::SeqCst);
+        match Some(cut) {
             Some(c) if n == c => {
                 // The torn write: only a prefix of whole 512-byte sectors reached the disk.
                 let sectors = buf.len() / 512;
@@ -244,7 +286,7 @@ impl BlockDevice for SimDevice {
     }
     fn flush(&self) -> Result<()> {
         let mut s = self.state.lock();
-        if s.cut_at.is_some_and(|c| s.writes > c) {
+        if self.power.is_cut() {
             return Ok(());
         }
         let pending = std::mem::take(&mut s.pending);

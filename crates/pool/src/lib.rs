@@ -21,7 +21,7 @@ pub mod vdev;
 
 pub use blkptr::{BlkPtr, BlockType, Dva};
 pub use compress::Compression;
-pub use device::{BlockDevice, FileDevice, SimDevice};
+pub use device::{BlockDevice, FileDevice, Power, SimDevice};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, Uberblock, VdevKind};
 pub use pool::{

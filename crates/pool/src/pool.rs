@@ -408,6 +408,17 @@ impl Pool {
         mirror: bool,
         ashift: u8,
     ) -> Result<Pool> {
+        Pool::create_on_devices_with_log(name, devices, mirror, vec![], ashift)
+    }
+
+    /// Like `create_on_devices`, with separate log devices (one vdev each).
+    pub fn create_on_devices_with_log(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        mirror: bool,
+        log: Vec<Arc<dyn BlockDevice>>,
+        ashift: u8,
+    ) -> Result<Pool> {
         let with_paths: DeviceGroup = devices
             .into_iter()
             .map(|d| (d.path().to_path_buf(), d))
@@ -421,7 +432,7 @@ impl Pool {
                 });
             }
         }
-        let groups = if mirror {
+        let mut groups: Vec<((VdevKind, bool), DeviceGroup)> = if mirror {
             vec![((VdevKind::Mirror, false), with_paths)]
         } else {
             with_paths
@@ -429,6 +440,9 @@ impl Pool {
                 .map(|d| ((VdevKind::Disk, false), vec![d]))
                 .collect()
         };
+        for d in log {
+            groups.push(((VdevKind::Disk, true), vec![(d.path().to_path_buf(), d)]));
+        }
         Pool::create_from(name, groups, ashift)
     }
 
@@ -1184,9 +1198,13 @@ impl Pool {
         if !condense {
             let records = std::mem::take(&mut self.space.lock().txg_records);
             let new_head = self.write_spacemap_chain(txg, head, records, BlockType::SpaceMapLog)?;
+            // Records that arrived meanwhile (intent log blocks allocated in open
+            // context) stay for the next txg's segment.
             let mut s = self.space.lock();
-            let frees: Vec<Record> = s.txg_records.drain(..).collect();
-            debug_assert!(frees.is_empty());
+            debug_assert!(
+                s.txg_records.iter().all(|r| r.alloc),
+                "frees outside syncing context"
+            );
             s.log_blocks += 1;
             return Ok((new_head, base));
         }
@@ -1347,8 +1365,12 @@ impl Pool {
             }
         }
         s.defer.push_back((txg, txg_frees));
-        // Frees recorded while writing the space map (condense) are deferred too.
-        let extra: Vec<Record> = s.txg_records.drain(..).filter(|r| !r.alloc).collect();
+        // Frees recorded while writing the space map (condense) are deferred too;
+        // allocations made meanwhile in open context (intent log) stay recorded
+        // for the next txg.
+        let (extra, later): (Vec<Record>, Vec<Record>) =
+            s.txg_records.drain(..).partition(|r| !r.alloc);
+        s.txg_records = later;
         s.defer.back_mut().unwrap().1.extend(extra);
         drop(s);
         *self.last_ub.lock() = ub;
@@ -1707,6 +1729,17 @@ impl Pool {
             });
         }
         top.read_verified(dva.offset, dva.asize as usize, valid)
+    }
+
+    /// True if vdev `id` is a separate log device.
+    pub fn is_log_vdev(&self, id: u32) -> bool {
+        self.vdevs.read().get(id as usize).is_some_and(|t| t.log)
+    }
+
+    /// The raw bytes at a log block's place (first readable copy, unverified):
+    /// replay uses them to tell an unwritten block from a damaged one.
+    pub fn read_log_block_raw(&self, dva: &Dva) -> Result<Vec<u8>> {
+        self.read_log_block(dva, &|_| true)
     }
 
     /// Messages for `pool status`.

@@ -540,7 +540,7 @@ mod tests {
         assert_eq!(name_hash(b""), name_hash(b""));
         assert_ne!(name_hash(b"a"), name_hash(b"b"));
         let k = h47(b"ibdata1");
-        assert!(k >= 1 && k < 1 << 47);
+        assert!((1..1 << 47).contains(&k));
         assert_eq!(slot_of(1 << 46, 1), 1);
         assert_eq!(slot_of(1 << 46, 0), 0);
     }

@@ -24,7 +24,7 @@ use crate::error::{Errno, Result};
 use crate::inode::{FileKind, Inode, Timespec};
 use crate::master;
 use crate::objio::{ObjRead, ObjWrite};
-use cachalot_datasets::{Dataset, Store};
+use cachalot_datasets::{Dataset, Store, StoreError};
 use cachalot_objects::ObjectInfo;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::HashMap;
@@ -118,6 +118,21 @@ pub struct Fs {
     pub(crate) open_counts: Mutex<HashMap<u64, u32>>,
 }
 
+/// Granularity of mtime/ctime updates by writes (the kernel's coarse clock ticks
+/// every 1 to 4 ms).
+const TIME_GRANULARITY_NS: i128 = 2_000_000;
+
+/// True if `t` is at most one granularity before `now` (and not after it).
+fn fresh(t: Timespec, now: Timespec) -> bool {
+    let ns = |t: Timespec| t.sec as i128 * 1_000_000_000 + t.nsec as i128;
+    let d = ns(now) - ns(t);
+    (0..TIME_GRANULARITY_NS).contains(&d)
+}
+
+fn is_full(e: &StoreError) -> bool {
+    matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
+}
+
 pub(crate) fn load<R: ObjRead + ?Sized>(r: &R, obj: u64) -> Result<(Inode, ObjectInfo)> {
     if obj == master::MASTER_OBJ {
         return Err(Errno::ENOENT);
@@ -155,6 +170,31 @@ impl Fs {
     }
     pub fn dataset(&self) -> &Arc<Dataset> {
         &self.ds
+    }
+
+    /// Start a transaction. A pool that looks full may only be waiting for a
+    /// commit to release what was freed (frees become allocatable one txg later),
+    /// so on ENOSPC/EDQUOT commit once and try again. Never called with a
+    /// transaction held.
+    pub(crate) fn begin(&self, bytes: u64) -> Result<cachalot_datasets::Tx<'_>> {
+        match self.ds.begin(bytes) {
+            Err(e) if is_full(&e) => {
+                self.store.sync()?;
+                Ok(self.ds.begin(bytes)?)
+            }
+            r => Ok(r?),
+        }
+    }
+
+    /// Write data outside a transaction, with the same retry as `begin`.
+    fn write_data(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        match self.ds.write(obj, off, data) {
+            Err(e) if is_full(&e) => {
+                self.store.sync()?;
+                Ok(self.ds.write(obj, off, data)?)
+            }
+            r => Ok(r?),
+        }
     }
 
     /// Lock the attribute stripes of `objs` (ascending stripe order, each once).
@@ -202,7 +242,7 @@ impl Fs {
     pub fn setattr(&self, obj: u64, set: &SetAttr) -> Result<Attr> {
         let _g = self.lock_inodes(&[obj]);
         let bytes = if set.size.is_some() { 64 << 10 } else { 0 };
-        let tx = self.ds.begin(bytes)?;
+        let tx = self.begin(bytes)?;
         let (mut ino, _) = load(&tx, obj)?;
         let now = Timespec::now();
         if let Some(size) = set.size {
@@ -214,6 +254,10 @@ impl Fs {
             }
             if size > MAX_FILE_SIZE {
                 return Err(Errno::EFBIG);
+            }
+            let info = tx.info(obj)?;
+            if size > info.size {
+                self.grow_record_before_extend(&tx, obj, &info, size)?;
             }
             ObjWrite::truncate(&tx, obj, size)?;
             ino.mtime = now;
@@ -254,6 +298,29 @@ impl Fs {
         self.attr_of(obj, &ino, &info)
     }
 
+    /// An object's record size is fixed once it is larger than one record, so
+    /// before a single-record file is extended without a write (truncate up,
+    /// fallocate) its record is grown to the dataset's record size, as a write
+    /// would have done: a zero byte at the end of that first record. Without this
+    /// a file created by ftruncate/fallocate would keep 512-byte records.
+    fn grow_record_before_extend<W: ObjWrite + ?Sized>(
+        &self,
+        w: &W,
+        obj: u64,
+        info: &ObjectInfo,
+        new_size: u64,
+    ) -> Result<()> {
+        let recordsize = self.ds.objset().props().recordsize as u64;
+        if info.size > info.blksz as u64 || info.blksz as u64 >= recordsize {
+            return Ok(());
+        }
+        let target = new_size.min(recordsize);
+        if target > info.size {
+            w.write(obj, target - 1, &[0])?;
+        }
+        Ok(())
+    }
+
     /// Count an open of `obj` (an unlinked file stays until its last close).
     pub fn open(&self, obj: u64) -> Result<Attr> {
         let _ns = self.ns.read();
@@ -285,7 +352,7 @@ impl Fs {
             Err(e) => return Err(e),
         };
         if ino.nlink == 0 {
-            let tx = self.ds.begin(0)?;
+            let tx = self.begin(0)?;
             self.destroy_inode(&tx, obj, &ino)?;
             crate::orphan::remove(&tx, self.orphans, obj)?;
         }
@@ -340,15 +407,24 @@ impl Fs {
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
-        self.ds.write(obj, off, data)?;
+        self.write_data(obj, off, data)?;
         self.touch_modified(obj, kill_suid)?;
         Ok(data.len())
     }
 
+    /// Set mtime and ctime to now. Like the kernel's coarse clock for file times,
+    /// an update within `TIME_GRANULARITY_NS` of the stored times is skipped, so a
+    /// stream of writes does not rewrite the inode each time.
     fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<()> {
+        let now = Timespec::now();
+        if !kill_suid {
+            let (ino, _) = load(&*self.ds, obj)?;
+            if fresh(ino.mtime, now) && fresh(ino.ctime, now) {
+                return Ok(());
+            }
+        }
         let _g = self.lock_inodes(&[obj]);
         let (mut ino, _) = load(&*self.ds, obj)?;
-        let now = Timespec::now();
         ino.mtime = now;
         ino.ctime = now;
         if kill_suid {
@@ -413,7 +489,7 @@ impl Fs {
         let zeros = vec![0u8; CHUNK as usize];
         while off < end {
             let n = (end - off).min(CHUNK - off % CHUNK);
-            self.ds.write(obj, off, &zeros[..n as usize])?;
+            self.write_data(obj, off, &zeros[..n as usize])?;
             off += n;
         }
         self.touch_modified(obj, false)

@@ -152,7 +152,7 @@ impl Fs {
         let kind = FileKind::from_mode(mode).ok_or(Errno::EINVAL)?;
         let _ns = self.ns.write();
         let _g = self.lock_inodes(&[parent]);
-        let tx = self.ds.begin(NS_TX_BYTES)?;
+        let tx = self.begin(NS_TX_BYTES)?;
         let mut st = Staged::new(&tx);
         let pino = st.dir(parent)?.clone();
         if dir::lookup(&tx, parent, name)?.is_some() {
@@ -204,7 +204,7 @@ impl Fs {
         dir::check_name(name)?;
         let _ns = self.ns.write();
         let _g = self.lock_inodes(&[obj, parent]);
-        let tx = self.ds.begin(NS_TX_BYTES)?;
+        let tx = self.begin(NS_TX_BYTES)?;
         let mut st = Staged::new(&tx);
         st.dir(parent)?;
         let ino = st.get(obj)?;
@@ -268,7 +268,7 @@ impl Fs {
         let _ns = self.ns.write();
         let e = self.entry(parent, name)?;
         let _g = self.lock_inodes(&[parent, e.obj]);
-        let tx = self.ds.begin(0)?;
+        let tx = self.begin(0)?;
         let mut st = Staged::new(&tx);
         st.dir(parent)?;
         if st.get(e.obj)?.is_dir() {
@@ -293,7 +293,7 @@ impl Fs {
         let _ns = self.ns.write();
         let e = self.entry(parent, name)?;
         let _g = self.lock_inodes(&[parent, e.obj]);
-        let tx = self.ds.begin(0)?;
+        let tx = self.begin(0)?;
         let mut st = Staged::new(&tx);
         st.dir(parent)?;
         if !st.get(e.obj)?.is_dir() {
@@ -361,7 +361,7 @@ impl Fs {
             objs.push(d.obj);
         }
         let _g = self.lock_inodes(&objs);
-        let tx = self.ds.begin(NS_TX_BYTES)?;
+        let tx = self.begin(NS_TX_BYTES)?;
         let mut st = Staged::new(&tx);
         st.dir(sparent)?;
         st.dir(dparent)?;

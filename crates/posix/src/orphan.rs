@@ -35,7 +35,7 @@ impl Fs {
             if batch.is_empty() {
                 return Ok(());
             }
-            let tx = self.ds.begin(0)?;
+            let tx = self.begin(0)?;
             for e in batch {
                 match load(&tx, e.obj) {
                     Ok((ino, _)) if ino.nlink == 0 => self.destroy_inode(&tx, e.obj, &ino)?,

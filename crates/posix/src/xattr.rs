@@ -136,7 +136,7 @@ impl Fs {
 
     fn change_xattrs(&self, obj: u64, f: impl FnOnce(&mut Attrs) -> Result<()>) -> Result<()> {
         let _g = self.lock_inodes(&[obj]);
-        let tx = self.ds.begin(MAX_XATTR_VALUE as u64 * 2)?;
+        let tx = self.begin(MAX_XATTR_VALUE as u64 * 2)?;
         let (mut ino, _) = load(&tx, obj)?;
         let mut attrs = read_attrs(&tx, ino.xattr_obj)?;
         f(&mut attrs)?;

@@ -100,7 +100,10 @@ pub fn walk(fs: &Fs) -> BTreeMap<String, String> {
                     format!("dir {:o}", a.mode & 0o7777)
                 }
                 FileKind::Symlink => {
-                    format!("link {}", String::from_utf8_lossy(&fs.readlink(e.ino).unwrap()))
+                    format!(
+                        "link {}",
+                        String::from_utf8_lossy(&fs.readlink(e.ino).unwrap())
+                    )
                 }
                 k => {
                     let data = fs.read(e.ino, 0, a.size as usize).unwrap();

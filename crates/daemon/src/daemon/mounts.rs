@@ -1,0 +1,244 @@
+//! Filesystem mounts owned by the daemon: `fs.mount`, `fs.unmount`, `fs.mounts`,
+//! re-mounting after a restart, and unmounting before a pool goes away.
+//!
+//! Invariants:
+//! - A mounted dataset is held (`Dataset::hold`), so destroying it fails as busy;
+//!   the hold is released when its mount ends.
+//! - `pools.json` lists exactly the mounts that are up (or that were up when the
+//!   daemon stopped), so a restart re-mounts them; a failed re-mount is logged and
+//!   dropped from the list.
+//! - A mount point must be an existing, empty directory that nothing is mounted
+//!   on; a dead FUSE mount left there by a killed daemon is detached first.
+//! - Every pool change that removes datasets (export, destroy) unmounts them first
+//!   and fails at the first busy one (the pool stays; what was unmounted stays
+//!   unmounted and pools.json says so).
+
+use super::{se, Daemon, OpResult};
+use crate::proto::{pool_of, validate_dataset_name, Args};
+use cachalot_datasets::{Dataset, DatasetKind, Store};
+use cachalot_fuse::Mount;
+use cachalot_posix::Fs;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One live mount.
+pub(crate) struct MountEntry {
+    mount: Mount,
+    ds: Arc<Dataset>,
+    path: PathBuf,
+}
+
+impl Drop for MountEntry {
+    fn drop(&mut self) {
+        let _ = self.mount.unmount(true);
+        self.ds.release();
+    }
+}
+
+fn check_mount_point(path: &Path) -> Result<PathBuf, String> {
+    if !path.is_absolute() {
+        return Err(format!(
+            "{}: mount point must be an absolute path",
+            path.display()
+        ));
+    }
+    if cachalot_fuse::clear_stale(path) {
+        super::log(format!("{}: detached a dead mount", path.display()));
+    }
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("mount point {} does not exist", path.display()),
+        _ => format!("mount point {}: {e}", path.display()),
+    })?;
+    if !meta.is_dir() {
+        return Err(format!("mount point {} is not a directory", path.display()));
+    }
+    let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if cachalot_fuse::is_mount_point(&canon) {
+        return Err(format!(
+            "mount point {} is busy: something is already mounted there",
+            path.display()
+        ));
+    }
+    let mut rd = std::fs::read_dir(&canon).map_err(|e| format!("{}: {e}", path.display()))?;
+    if rd.next().is_some() {
+        return Err(format!("mount point {} is not empty", path.display()));
+    }
+    Ok(canon)
+}
+
+impl Daemon {
+    pub(super) fn fs_op(&self, op: &str, a: &Args) -> OpResult {
+        match op {
+            "fs.mount" => {
+                let name = a.str("name")?;
+                let path = a.opt_str("path")?;
+                let _g = self.admin.lock();
+                let path = self.mount_dataset(&name, path.as_deref())?;
+                self.record_mounts(pool_of(&name))?;
+                Ok(json!({ "name": name, "path": path }))
+            }
+            "fs.unmount" => {
+                let name = a.str("name")?;
+                validate_dataset_name(&name)?;
+                let _g = self.admin.lock();
+                self.unmount_dataset(&name, a.bool("force")?)?;
+                self.record_mounts(pool_of(&name))?;
+                Ok(json!({ "name": name }))
+            }
+            "fs.mounts" => {
+                let m = self.mounts.lock();
+                Ok(Value::Array(
+                    m.iter()
+                        .map(|(n, e)| json!({ "name": n, "path": e.path.display().to_string() }))
+                        .collect(),
+                ))
+            }
+            other => Err(format!("unknown operation '{other}'")),
+        }
+    }
+
+    /// Mount `name` at `path` (default: its mountpoint property).
+    pub(super) fn mount_dataset(&self, name: &str, path: Option<&str>) -> Result<String, String> {
+        let store: Arc<Store> = self.ds_store(name)?;
+        let ds = store.dataset(name).map_err(se)?;
+        if ds.kind() == DatasetKind::Volume {
+            return Err(format!(
+                "'{name}' is a volume: only filesystems can be mounted"
+            ));
+        }
+        if let Some(e) = self.mounts.lock().get(name) {
+            return Err(format!(
+                "'{name}' is already mounted at {}",
+                e.path.display()
+            ));
+        }
+        let path = match path {
+            Some(p) => p.to_string(),
+            None => {
+                let info = store.list(Some(name), false).map_err(se)?;
+                let mp = info
+                    .first()
+                    .map(|i| i.mountpoint.clone())
+                    .unwrap_or_default();
+                if mp == "none" || mp == "legacy" || mp.is_empty() || mp == "-" {
+                    return Err(format!(
+                        "'{name}' has mountpoint={mp}: give a path (cachalot mount {name} PATH)"
+                    ));
+                }
+                mp
+            }
+        };
+        let canon = check_mount_point(Path::new(&path))?;
+        if let Some((other, _)) = self.mounts.lock().iter().find(|(_, e)| e.path == canon) {
+            return Err(format!(
+                "mount point {path} is busy: '{other}' is mounted there"
+            ));
+        }
+        let fs = Fs::mount(store.clone(), ds.clone())
+            .map_err(|e| format!("cannot mount '{name}': {e}"))?;
+        ds.hold();
+        let mount = match cachalot_fuse::mount(Arc::new(fs), name, &canon) {
+            Ok(m) => m,
+            Err(e) => {
+                ds.release();
+                return Err(format!("cannot mount '{name}' at {path}: {e}"));
+            }
+        };
+        super::log(format!("mounted '{name}' at {}", canon.display()));
+        self.mounts.lock().insert(
+            name.to_string(),
+            MountEntry {
+                mount,
+                ds,
+                path: canon.clone(),
+            },
+        );
+        Ok(canon.display().to_string())
+    }
+
+    pub(super) fn unmount_dataset(&self, name: &str, force: bool) -> Result<(), String> {
+        let mut entry = match self.mounts.lock().remove(name) {
+            Some(e) => e,
+            None => return Err(format!("'{name}' is not mounted")),
+        };
+        match entry.mount.unmount(force) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                let path = entry.path.display().to_string();
+                self.mounts.lock().insert(name.to_string(), entry);
+                return Err(format!(
+                    "cannot unmount '{name}': {path} is busy (files open or a process inside)"
+                ));
+            }
+            // The mount is gone (detached); only its threads may linger.
+            Err(e) => super::log(format!("unmount of '{name}': {e}")),
+        }
+        super::log(format!("unmounted '{name}'"));
+        drop(entry);
+        Ok(())
+    }
+
+    /// Unmount every dataset of `pool` (or of all pools); fails at the first busy one
+    /// unless `force`.
+    pub(super) fn unmount_pool(&self, pool: Option<&str>, force: bool) -> Result<(), String> {
+        let names: Vec<String> = self
+            .mounts
+            .lock()
+            .keys()
+            .filter(|n| match pool {
+                None => true,
+                Some(p) => pool_of(n) == p,
+            })
+            .cloned()
+            .collect();
+        for n in names.iter().rev() {
+            self.unmount_dataset(n, force)?;
+        }
+        Ok(())
+    }
+
+    /// Write the mounts of `pool` into its record in pools.json.
+    pub(super) fn record_mounts(&self, pool: &str) -> Result<(), String> {
+        let list: Vec<(String, PathBuf)> = self
+            .mounts
+            .lock()
+            .iter()
+            .filter(|(n, _)| pool_of(n) == pool)
+            .map(|(n, e)| (n.clone(), e.path.clone()))
+            .collect();
+        if let Some(slot) = self.pools.write().get_mut(pool) {
+            slot.record.mounts = list;
+        }
+        self.save_state_after("mount change")
+    }
+
+    /// Re-mount what pools.json lists (after the pools were imported).
+    pub(super) fn restore_mounts(&self) {
+        let pools: Vec<String> = self.pools.read().keys().cloned().collect();
+        for pool in pools {
+            self.restore_pool_mounts(&pool);
+        }
+    }
+
+    /// Re-mount the recorded mounts of one online pool; failures are logged and
+    /// dropped from the record.
+    pub(super) fn restore_pool_mounts(&self, pool: &str) {
+        let mounts = match self.pools.read().get(pool) {
+            Some(s) if s.store.is_some() => s.record.mounts.clone(),
+            _ => return,
+        };
+        if mounts.is_empty() {
+            return;
+        }
+        for (name, path) in mounts {
+            let p = path.display().to_string();
+            if let Err(e) = self.mount_dataset(&name, Some(&p)) {
+                super::log(format!("cannot re-mount '{name}' at {p}: {e}"));
+            }
+        }
+        if let Err(e) = self.record_mounts(pool) {
+            super::log(e);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# timeout: 120
+# mount/unmount contract and bad input: unknown dataset, volume, missing, file,
+# non-empty and busy mount points, double mounts, busy unmount (and -f), destroy
+# of a mounted dataset, the mountpoint property as default path, export with
+# mounts, SIGTERM with a busy mount. Every error is one clean line.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/e2e/fuse_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/fuse_lib.sh"
+
+C=$CACHALOT
+fuse_pool 512M
+T=$(mktmp)
+mkdir -p "$T/a" "$T/b" "$T/full" "$T/def"
+echo x >"$T/full/file"
+echo x >"$T/plainfile"
+assert_ok "$C" create tank/a
+assert_ok "$C" create tank/b
+assert_ok "$C" create -V 64M tank/vol
+
+assert_fails "$C" mount tank/nope "$T/a"
+assert_fails "$C" mount tank/vol "$T/a"
+assert_contains "$LAST_STDERR" "volume"
+assert_fails "$C" mount tank/a "$T/missing"
+assert_contains "$LAST_STDERR" "does not exist"
+assert_fails "$C" mount tank/a "$T/plainfile"
+assert_contains "$LAST_STDERR" "not a directory"
+assert_fails "$C" mount tank/a "$T/full"
+assert_contains "$LAST_STDERR" "not empty"
+assert_fails "$C" unmount tank/a
+assert_contains "$LAST_STDERR" "not mounted"
+
+assert_ok "$C" mount tank/a "$T/a"
+assert_fails "$C" mount tank/a "$T/b"
+assert_contains "$LAST_STDERR" "already mounted"
+assert_fails "$C" mount tank/b "$T/a"
+assert_contains "$LAST_STDERR" "busy"
+assert_fails "$C" destroy tank/a
+assert_contains "$LAST_STDERR" "busy"
+list=$("$C" mount)
+assert_contains "$list" "tank/a" "mount lists mounted filesystems"
+
+note "busy unmount, then -f"
+echo data >"$T/a/f"
+(cd "$T/a" && sleep 30) &
+busy=$!
+sleep 0.3
+assert_fails "$C" unmount tank/a
+assert_contains "$LAST_STDERR" "busy"
+assert_ok "$C" unmount -f tank/a
+kill "$busy" 2>/dev/null || true
+wait "$busy" 2>/dev/null || true
+grep -q " $T/a fuse" /proc/mounts && fail "still mounted after unmount -f"
+assert_ok "$C" mount tank/a "$T/a"
+assert_eq "$(cat "$T/a/f")" "data" "data after forced unmount"
+assert_ok "$C" unmount tank/a
+assert_ok "$C" destroy tank/a
+
+note "default path: the mountpoint property"
+assert_ok "$C" create -o mountpoint="$T/def" tank/d
+assert_ok "$C" mount tank/d
+grep -q " $T/def fuse" /proc/mounts || fail "not mounted at the mountpoint property"
+assert_ok "$C" create -o mountpoint=none tank/n
+assert_fails "$C" mount tank/n
+assert_contains "$LAST_STDERR" "mountpoint=none"
+
+note "export unmounts; SIGTERM with a busy mount exits cleanly"
+assert_ok "$C" mount tank/b "$T/b"
+(cd "$T/b" && sleep 60) &
+busy=$!
+sleep 0.3
+assert_fails "$C" pool export tank
+assert_contains "$LAST_STDERR" "busy"
+stop_daemon
+assert_eq "$DAEMON_EXIT" 0 "daemon exit status with a busy mount"
+kill "$busy" 2>/dev/null || true
+wait "$busy" 2>/dev/null || true
+start_daemon
+grep -q " $T/b fuse" /proc/mounts || fail "tank/b not re-mounted after restart"
+assert_ok "$C" pool export tank
+grep -q "$T/[bd] fuse" /proc/mounts && fail "mounts left after export"
+echo "PASS"
