@@ -215,3 +215,77 @@ fn lost_or_corrupt_log_device_imports_with_a_message() {
         store.export().unwrap();
     }
 }
+
+/// sync=always makes plain writes durable; sync=disabled makes fsync return without
+/// durability (reported as such by `get sync`); logbias=throughput keeps log blocks
+/// off the separate log device.
+#[test]
+fn sync_and_logbias_policies_are_honoured() {
+    for policy in ["always", "disabled", "standard"] {
+        let power = Power::new();
+        let data = vec![SimDevice::on_power("d0", vec![0; 64 << 20], power.clone())];
+        let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+        store.set_prop("tank", "sync", policy).unwrap();
+        assert_eq!(
+            store.get_props("tank", Some(&["sync".into()])).unwrap()[0].raw,
+            policy
+        );
+        let ds = store.dataset("tank").unwrap();
+        let obj = ds.create_object().unwrap();
+        store.sync().unwrap();
+        ds.write(obj, 0, &[1u8; 4096]).unwrap();
+        ds.write(obj, 4096, &[2u8; 4096]).unwrap();
+        if policy != "always" {
+            ds.fsync().unwrap();
+        }
+        power.cut_now();
+        drop(ds);
+        drop(store);
+        let img = SimDevice::from_image("i", data[0].crash_image(|| false));
+        let store =
+            Store::import_devices(vec![Arc::new(img) as Arc<dyn BlockDevice>], manual_opts())
+                .unwrap();
+        let got = store.dataset("tank").unwrap().read(obj, 0, 8192).unwrap();
+        match policy {
+            "disabled" => assert!(
+                got.is_empty(),
+                "sync=disabled: nothing was committed, nothing may appear"
+            ),
+            _ => assert_eq!(
+                got,
+                [vec![1u8; 4096], vec![2u8; 4096]].concat(),
+                "sync={policy}"
+            ),
+        }
+    }
+    // logbias: latency uses the log device, throughput does not.
+    for (bias, expect_slog) in [("latency", true), ("throughput", false)] {
+        let data = sim_devices(1, 64 << 20);
+        let slog = SimDevice::new("slog", 32 << 20);
+        let store = Store::create_on_devices_with_log(
+            "tank",
+            as_dyn(&data),
+            false,
+            vec![Arc::new(slog.clone()) as Arc<dyn BlockDevice>],
+            manual_opts(),
+        )
+        .unwrap();
+        store.set_prop("tank", "logbias", bias).unwrap();
+        let ds = store.dataset("tank").unwrap();
+        let obj = ds.create_object().unwrap();
+        ds.fsync().unwrap();
+        for i in 0..5 {
+            ds.write_sync(obj, i * 4096, &[9u8; 4096]).unwrap();
+        }
+        // Vdev 0 is the data disk, vdev 1 the log device.
+        let blocks = ds.objset().zil().blocks();
+        assert!(!blocks.is_empty());
+        let on_slog = blocks.iter().all(|d| d.vdev == 1);
+        let on_data = blocks.iter().all(|d| d.vdev == 0);
+        assert!(
+            if expect_slog { on_slog } else { on_data },
+            "logbias={bias}: log blocks on {blocks:?}"
+        );
+        store.export().unwrap();
+    }
+}
