@@ -59,6 +59,41 @@ pub struct DatasetRecord {
     /// Volumes: block size of the volume object.
     #[serde(default)]
     pub volblocksize: Option<u32>,
+    /// Txg of the newest snapshot (or of the origin, for a clone): blocks born at
+    /// or before it are held by a snapshot and go to the dead list when killed.
+    #[serde(default)]
+    pub prev_snap_txg: u64,
+    /// MOS object holding the head's dead list (0: none yet).
+    #[serde(default)]
+    pub deadlist: u64,
+    #[serde(default)]
+    pub deadlist_bytes: u64,
+    /// Snapshots, oldest first.
+    #[serde(default)]
+    pub snapshots: Vec<SnapshotRecord>,
+    /// A clone's origin: dataset id and snapshot name.
+    #[serde(default)]
+    pub origin: Option<(u64, String)>,
+    /// The origin snapshot's txg (0 for a dataset that is not a clone).
+    #[serde(default)]
+    pub origin_txg: u64,
+}
+
+/// A snapshot: a kept object set root plus the dead list of blocks the previous
+/// snapshot referenced and this one does not.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub name: String,
+    pub txg: u64,
+    #[serde(with = "bp_hex")]
+    pub objset: BlkPtr,
+    pub deadlist: u64,
+    pub deadlist_bytes: u64,
+    pub creation: u64,
+    pub acct: AcctRecord,
+    /// User properties (binlog positions recorded by the MySQL integration...).
+    #[serde(default)]
+    pub props: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -60,6 +60,8 @@ pub struct Dataset {
     /// Highest txg in which objects were created/deleted or a `Tx` ran.
     meta_txg: AtomicU64,
     sync: AtomicU8,
+    /// A snapshot's contents: every change is refused.
+    readonly: bool,
     ops: cachalot_analytics::Stat,
 }
 
@@ -82,8 +84,38 @@ impl Dataset {
             users: AtomicU64::new(0),
             meta_txg: AtomicU64::new(0),
             sync: AtomicU8::new(SyncPolicy::Standard as u8),
+            readonly: false,
             ops: cachalot_analytics::global().stat("objects.ops", &["dataset", "op"]),
         }
+    }
+
+    /// A read-only handle (a snapshot's contents).
+    pub(crate) fn new_readonly(
+        id: u64,
+        name: String,
+        kind: DatasetKind,
+        objset: ObjectSet,
+        store: Weak<Store>,
+    ) -> Self {
+        Dataset {
+            readonly: true,
+            ..Dataset::new(id, name, kind, objset, store)
+        }
+    }
+
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The store, for an operation that changes something.
+    fn store_rw(&self) -> Result<Arc<Store>> {
+        if self.readonly {
+            return Err(StoreError::Invalid(format!(
+                "'{}' is a snapshot: it is read-only",
+                self.name()
+            )));
+        }
+        self.store()
     }
 
     pub fn name(&self) -> String {
@@ -160,7 +192,7 @@ impl Dataset {
     }
 
     pub fn create_object(&self) -> Result<u64> {
-        let s = self.store()?;
+        let s = self.store_rw()?;
         self.reserve(&s, 512)?;
         let id = self.objset.create_object(OTYPE_PLAIN)?;
         self.note_meta();
@@ -178,7 +210,7 @@ impl Dataset {
     }
 
     fn write_inner(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
-        let s = self.store()?;
+        let s = self.store_rw()?;
         self.reserve(&s, data.len() as u64)?;
         s.throttle()?;
         let t0 = std::time::Instant::now();
@@ -219,7 +251,7 @@ impl Dataset {
     }
 
     pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {
-        let s = self.store()?;
+        let s = self.store_rw()?;
         if size > 1 << 60 {
             return Err(StoreError::Invalid(
                 "size beyond the maximum object size".into(),
@@ -243,7 +275,7 @@ impl Dataset {
     }
 
     pub fn delete_object(&self, obj: u64) -> Result<()> {
-        self.store()?;
+        self.store_rw()?;
         self.objset.delete_object(obj)?;
         self.note_meta();
         Ok(())
@@ -263,7 +295,7 @@ impl Dataset {
     /// Not logged: it reaches disk with the next txg (use a `Tx` for changes that
     /// fsync must make durable).
     pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
-        self.store()?;
+        self.store_rw()?;
         Ok(self.objset.set_bonus(obj, bonus)?)
     }
 
@@ -272,7 +304,7 @@ impl Dataset {
     /// then every change made through the `Tx` lands in the same txg. A later
     /// fsync of this dataset commits that txg.
     pub fn begin(&self, bytes: u64) -> Result<Tx<'_>> {
-        let s = self.store()?;
+        let s = self.store_rw()?;
         if bytes > 0 {
             self.reserve(&s, bytes)?;
         }

@@ -7,10 +7,13 @@ pub mod dataset;
 pub mod error;
 pub mod props;
 pub mod scrub;
+pub mod snapshot;
 pub mod store;
 
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};
 pub use error::{Result, StoreError};
 pub use scrub::ScrubStatus;
-pub use store::{DatasetInfo, PoolStatusInfo, PropRow, SpaceInfoSer, Store, StoreOpts};
+pub use store::{
+    DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,
+};

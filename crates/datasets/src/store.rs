@@ -112,7 +112,9 @@ pub(crate) struct State {
     pub catalog: Catalog,
     pub handles: HashMap<u64, Arc<Dataset>>,
     /// Destroyed datasets whose blocks the next commit frees: (object set root).
-    pub pending_destroy: Vec<(u64, Arc<Dataset>)>,
+    pub pending_destroy: Vec<(u64, Arc<Dataset>, DatasetRecord)>,
+    /// Snapshot operations for the next commit, in order.
+    pub snap_ops: Vec<crate::snapshot::SnapOp>,
     pub catalog_dirty: bool,
 }
 
@@ -168,11 +170,45 @@ fn check_name(name: &str) -> Result<()> {
         )));
     }
     if name.contains('@') {
-        return Err(StoreError::Invalid(
-            "snapshots are not supported yet".into(),
-        ));
+        return Err(StoreError::Invalid(format!(
+            "invalid dataset name '{name}': '@' names a snapshot"
+        )));
     }
     Ok(())
+}
+
+/// Split `fs@snap`, validating both parts.
+fn split_snapshot(full: &str) -> Result<(&str, &str)> {
+    let Some((fs, snap)) = full.split_once('@') else {
+        return Err(StoreError::Invalid(format!(
+            "'{full}' is not a snapshot name (FS@SNAP)"
+        )));
+    };
+    check_name(fs)?;
+    if snap.is_empty()
+        || snap.len() > 255
+        || !snap
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+    {
+        return Err(StoreError::Invalid(format!(
+            "invalid snapshot name '{snap}': use letters, digits, _ - . :"
+        )));
+    }
+    Ok((fs, snap))
+}
+
+/// One row of `list -t snapshot`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotInfo {
+    pub name: String,
+    /// Bytes only this snapshot holds (freed if it is destroyed).
+    pub used: u64,
+    pub referenced: u64,
+    /// Bytes written between the previous snapshot and this one.
+    pub written: u64,
+    pub creation: u64,
+    pub txg: u64,
 }
 
 /// Validate a pool name.
@@ -225,6 +261,12 @@ impl Store {
                     creation: now_s(),
                     acct: AcctRecord::default(),
                     volblocksize: None,
+                    prev_snap_txg: 0,
+                    deadlist: 0,
+                    deadlist_bytes: 0,
+                    snapshots: vec![],
+                    origin: None,
+                    origin_txg: 0,
                 },
             )]),
         };
@@ -288,6 +330,12 @@ impl Store {
                     creation: now_s(),
                     acct: AcctRecord::default(),
                     volblocksize: None,
+                    prev_snap_txg: 0,
+                    deadlist: 0,
+                    deadlist_bytes: 0,
+                    snapshots: vec![],
+                    origin: None,
+                    origin_txg: 0,
                 },
             )]),
         };
@@ -368,6 +416,7 @@ impl Store {
                 catalog: catalog.clone(),
                 handles: HashMap::new(),
                 pending_destroy: vec![],
+                snap_ops: vec![],
                 catalog_dirty: false,
             }),
             txg: Mutex::new(TxgState {
@@ -514,7 +563,7 @@ impl Store {
             t.open_txg += 1;
             txg
         };
-        let (mut cat, destroys, handles) = {
+        let (mut cat, destroys, ops, handles) = {
             let mut st = self.state.lock();
             st.catalog_dirty = false;
             let handles: Vec<Arc<Dataset>> = st
@@ -526,34 +575,81 @@ impl Store {
             (
                 st.catalog.clone(),
                 std::mem::take(&mut st.pending_destroy),
+                std::mem::take(&mut st.snap_ops),
                 handles,
             )
         };
         let pool = self.pool.clone();
-        let mut free = |bp: &BlkPtr| pool.free_block(bp);
+        // Birth time decides a killed block's fate: born after the newest snapshot
+        // it is freed, otherwise a snapshot holds it and it joins the dead list.
         for ds in &handles {
-            let root = ds.objset.sync(txg, &mut free)?;
-            let acct = ds.objset.accounting();
-            if let Some(r) = cat.datasets.get_mut(&ds.id) {
-                r.objset = root;
-                r.acct = acct.into();
-            }
-        }
-        for (_, ds) in &destroys {
-            // Unsynced changes of a destroyed dataset are dropped; free what is on disk.
-            let root = ds.objset.root_bp();
-            let mut blocks = Vec::new();
-            cachalot_objects::traverse(&self.cache, &root, &mut |bp| {
-                blocks.push(*bp);
-                true
+            let Some(prev) = cat.datasets.get(&ds.id).map(|r| r.prev_snap_txg) else {
+                continue;
+            };
+            let mut dead = Vec::new();
+            let root = ds.objset.sync(txg, &mut |bp: &BlkPtr| {
+                if bp.birth_txg > prev {
+                    pool.free_block(bp)
+                } else {
+                    dead.push(*bp)
+                }
             })?;
-            for bp in blocks {
-                self.pool.free_block(&bp);
-                self.cache.forget(&bp);
+            let acct = ds.objset.accounting();
+            let r = cat
+                .datasets
+                .get_mut(&ds.id)
+                .expect("record of a synced dataset");
+            r.objset = root;
+            r.acct = acct.into();
+            r.deadlist_bytes +=
+                crate::snapshot::append_deadlist(&self.mos, &mut r.deadlist, &dead)?;
+        }
+        let mut rolled_back = Vec::new();
+        {
+            let mut free_fn = |bp: &BlkPtr| pool.free_block(bp);
+            let mut ctx = crate::snapshot::SyncCtx {
+                mos: &self.mos,
+                cache: &self.cache,
+                txg,
+                free: &mut free_fn,
+            };
+            for op in ops {
+                match op {
+                    crate::snapshot::SnapOp::Create(list) => {
+                        for (id, name) in list {
+                            if let Some(r) = cat.datasets.get_mut(&id) {
+                                crate::snapshot::create(r, &name, &ctx, now_s());
+                            }
+                        }
+                    }
+                    crate::snapshot::SnapOp::Destroy { id, name } => {
+                        if let Some(r) = cat.datasets.get_mut(&id) {
+                            if let Some(idx) = r.snapshots.iter().position(|s| s.name == name) {
+                                let origin_txg = r.origin_txg;
+                                crate::snapshot::destroy(r, idx, origin_txg, &mut ctx)?;
+                            }
+                        }
+                    }
+                    crate::snapshot::SnapOp::Rollback { id, name } => {
+                        if let Some(r) = cat.datasets.get_mut(&id) {
+                            if let Some(idx) = r.snapshots.iter().position(|s| s.name == name) {
+                                crate::snapshot::rollback(r, idx, &mut ctx)?;
+                                rolled_back.push(id);
+                            }
+                        }
+                    }
+                }
             }
-            ds.objset
-                .zil()
-                .free_all(&mut |d| self.pool.free_log_block(d));
+            for (_, ds, mut rec) in destroys {
+                // Unsynced changes of a destroyed dataset are dropped; free what
+                // only it held on disk.
+                rec.objset = ds.objset.root_bp();
+                let origin_txg = rec.origin_txg;
+                crate::snapshot::destroy_all(&mut rec, origin_txg, &mut ctx)?;
+                ds.objset
+                    .zil()
+                    .free_all(&mut |d| self.pool.free_log_block(d));
+            }
         }
         {
             let mut st = self.state.lock();
@@ -561,13 +657,51 @@ impl Store {
                 if let Some(live) = st.catalog.datasets.get_mut(id) {
                     live.objset = r.objset;
                     live.acct = r.acct;
+                    live.prev_snap_txg = r.prev_snap_txg;
+                    live.deadlist = r.deadlist;
+                    live.deadlist_bytes = r.deadlist_bytes;
+                    // Snapshot user properties are set in open context: keep those.
+                    let mut snaps = r.snapshots.clone();
+                    for sn in &mut snaps {
+                        if let Some(l) = live.snapshots.iter().find(|l| l.name == sn.name) {
+                            sn.props = l.props.clone();
+                        }
+                    }
+                    live.snapshots = snaps;
                 }
+            }
+            // A rolled-back head restarts from its snapshot's root, with a new handle.
+            for id in rolled_back {
+                let (Some(r), Some(old)) = (cat.datasets.get(&id), st.handles.get(&id).cloned())
+                else {
+                    continue;
+                };
+                old.mark_destroyed();
+                old.objset
+                    .zil()
+                    .free_all(&mut |d| self.pool.free_log_block(d));
+                let os = ObjectSet::open_fresh_log(
+                    self.cache.clone(),
+                    resolve_objset_props(&cat, id),
+                    &r.objset,
+                    txg + 1,
+                )?;
+                let ds = Arc::new(Dataset::new(
+                    id,
+                    r.name.clone(),
+                    r.kind,
+                    os,
+                    self.me.clone(),
+                ));
+                apply_props(&cat, id, &ds);
+                st.handles.insert(id, ds);
             }
         }
         let json = serde_json::to_vec(&cat).expect("catalog serializes");
         self.mos.write(CATALOG_OBJECT, 0, &json)?;
         self.mos.truncate(CATALOG_OBJECT, json.len() as u64)?;
-        let mos_root = self.mos.sync(txg, &mut free)?;
+        // MOS blocks are never in a snapshot: free them directly.
+        let mos_root = self.mos.sync(txg, &mut |bp: &BlkPtr| pool.free_block(bp))?;
         let r = self.pool.commit(txg, mos_root);
         let mut t = self.txg.lock();
         match r {
@@ -756,6 +890,12 @@ impl Store {
                     creation: now_s(),
                     acct: AcctRecord::default(),
                     volblocksize: vbs,
+                    prev_snap_txg: 0,
+                    deadlist: 0,
+                    deadlist_bytes: 0,
+                    snapshots: vec![],
+                    origin: None,
+                    origin_txg: 0,
                 },
             );
             let mut p = resolve_objset_props(&st.catalog, id);
@@ -788,6 +928,11 @@ impl Store {
 
     pub fn destroy_dataset(&self, name: &str, recursive: bool) -> Result<()> {
         self.check_live()?;
+        if name.contains('@') {
+            return self.destroy_snapshot(name);
+        }
+        // No commit in flight: the record taken here is the one on disk.
+        let _c = self.commit_lock.lock();
         let mut st = self.state.lock();
         let rec = st
             .catalog
@@ -815,15 +960,285 @@ impl Store {
                 }
             }
         }
+        for id in ids.iter() {
+            if let Some(c) =
+                st.catalog.datasets.values().find(|d| {
+                    d.origin.as_ref().is_some_and(|(o, _)| *o == *id) && !ids.contains(&d.id)
+                })
+            {
+                return Err(StoreError::Busy(format!(
+                    "'{}' has dependent clones (e.g. '{}'): destroy or promote them first",
+                    st.catalog.datasets[id].name, c.name
+                )));
+            }
+        }
         for id in ids.iter().rev() {
-            st.catalog.datasets.remove(id);
+            let rec = st.catalog.datasets.remove(id).expect("listed dataset");
             if let Some(h) = st.handles.remove(id) {
                 h.mark_destroyed();
-                st.pending_destroy.push((*id, h));
+                st.pending_destroy.push((*id, h, rec));
             }
         }
         st.catalog_dirty = true;
         Ok(())
+    }
+
+    /// Take one atomic snapshot of every `FS@SNAP` given (they commit in the same
+    /// txg). O(1) per dataset. Returns the txg.
+    pub fn snapshot(&self, names: &[String]) -> Result<u64> {
+        self.check_live()?;
+        if names.is_empty() {
+            return Err(StoreError::Invalid("no snapshot names given".into()));
+        }
+        {
+            let mut st = self.state.lock();
+            let mut list: Vec<(u64, String)> = Vec::new();
+            for full in names {
+                let (fs, snap) = split_snapshot(full)?;
+                let rec = st
+                    .catalog
+                    .by_name(fs)
+                    .ok_or_else(|| StoreError::NotFound(fs.into()))?;
+                let queued = st.snap_ops.iter().any(|op| {
+                    matches!(op, crate::snapshot::SnapOp::Create(l) if l.iter().any(|(i, n)| *i == rec.id && n == snap))
+                });
+                if rec.snapshots.iter().any(|s| s.name == snap)
+                    || queued
+                    || list.iter().any(|(i, n)| *i == rec.id && n == snap)
+                {
+                    return Err(StoreError::Exists(full.clone()));
+                }
+                list.push((rec.id, snap.to_string()));
+            }
+            st.snap_ops.push(crate::snapshot::SnapOp::Create(list));
+            st.catalog_dirty = true;
+        }
+        self.sync()
+    }
+
+    fn find_snapshot(&self, st: &State, full: &str) -> Result<(u64, usize)> {
+        let (fs, snap) = split_snapshot(full)?;
+        let rec = st
+            .catalog
+            .by_name(fs)
+            .ok_or_else(|| StoreError::NotFound(fs.into()))?;
+        let idx = rec
+            .snapshots
+            .iter()
+            .position(|s| s.name == snap)
+            .ok_or_else(|| StoreError::NotFound(full.into()))?;
+        Ok((rec.id, idx))
+    }
+
+    /// Destroy a snapshot: frees exactly what only it held.
+    pub fn destroy_snapshot(&self, full: &str) -> Result<()> {
+        self.check_live()?;
+        {
+            let mut st = self.state.lock();
+            let (id, idx) = self.find_snapshot(&st, full)?;
+            let snap = st.catalog.datasets[&id].snapshots[idx].name.clone();
+            if let Some(c) = st
+                .catalog
+                .datasets
+                .values()
+                .find(|d| d.origin == Some((id, snap.clone())))
+            {
+                return Err(StoreError::Busy(format!(
+                    "snapshot '{full}' has dependent clones (e.g. '{}')",
+                    c.name
+                )));
+            }
+            st.snap_ops
+                .push(crate::snapshot::SnapOp::Destroy { id, name: snap });
+            st.catalog_dirty = true;
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// Roll a filesystem back to a snapshot. Newer snapshots must be destroyed
+    /// (`recursive`); the dataset must not be in use (mounted).
+    pub fn rollback(&self, full: &str, recursive: bool) -> Result<()> {
+        self.check_live()?;
+        {
+            let mut st = self.state.lock();
+            let (id, idx) = self.find_snapshot(&st, full)?;
+            let rec = &st.catalog.datasets[&id];
+            let newer: Vec<String> = rec.snapshots[idx + 1..]
+                .iter()
+                .map(|s| s.name.clone())
+                .collect();
+            if !newer.is_empty() && !recursive {
+                return Err(StoreError::Busy(format!(
+                    "'{full}' is not the newest snapshot ({} newer, e.g. '{}@{}'): use -r to destroy them",
+                    newer.len(),
+                    rec.name,
+                    newer[newer.len() - 1]
+                )));
+            }
+            for n in &newer {
+                if let Some(c) = st
+                    .catalog
+                    .datasets
+                    .values()
+                    .find(|d| d.origin == Some((id, n.clone())))
+                {
+                    return Err(StoreError::Busy(format!(
+                        "snapshot '{}@{n}' has dependent clones (e.g. '{}')",
+                        rec.name, c.name
+                    )));
+                }
+            }
+            if st.handles.get(&id).is_some_and(|h| h.busy()) {
+                return Err(StoreError::Busy(format!(
+                    "dataset '{}' is busy (mounted or in use): unmount it first",
+                    rec.name
+                )));
+            }
+            let snap = rec.snapshots[idx].name.clone();
+            for n in newer.into_iter().rev() {
+                st.snap_ops
+                    .push(crate::snapshot::SnapOp::Destroy { id, name: n });
+            }
+            st.snap_ops
+                .push(crate::snapshot::SnapOp::Rollback { id, name: snap });
+            st.catalog_dirty = true;
+        }
+        self.sync()?;
+        Ok(())
+    }
+
+    /// Create `new` as a writable clone of snapshot `full`: it shares every block
+    /// with the snapshot until written.
+    pub fn clone_snapshot(
+        &self,
+        full: &str,
+        new: &str,
+        props_in: &[(String, String)],
+    ) -> Result<()> {
+        self.check_live()?;
+        check_name(new)?;
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        let (id, idx) = self.find_snapshot(&st, full)?;
+        if st.catalog.by_name(new).is_some() {
+            return Err(StoreError::Exists(new.into()));
+        }
+        let parent_name = new.rsplit_once('/').map(|p| p.0).ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "'{new}' is a pool name: clones are created as POOL/NAME"
+            ))
+        })?;
+        let parent = st
+            .catalog
+            .by_name(parent_name)
+            .ok_or_else(|| StoreError::NotFound(parent_name.into()))?
+            .id;
+        let src = st.catalog.datasets[&id].clone();
+        let snap = src.snapshots[idx].clone();
+        let mut local = BTreeMap::new();
+        for (k, v) in props_in {
+            local.insert(
+                k.clone(),
+                props::validate(k, v, src.kind == DatasetKind::Volume)?,
+            );
+        }
+        let new_id = st.catalog.next_id;
+        st.catalog.next_id += 1;
+        st.catalog.datasets.insert(
+            new_id,
+            DatasetRecord {
+                id: new_id,
+                name: new.to_string(),
+                parent: Some(parent),
+                kind: src.kind,
+                props: local,
+                objset: snap.objset,
+                creation: now_s(),
+                acct: snap.acct,
+                volblocksize: src.volblocksize,
+                prev_snap_txg: snap.txg,
+                deadlist: 0,
+                deadlist_bytes: 0,
+                snapshots: vec![],
+                origin: Some((id, snap.name.clone())),
+                origin_txg: snap.txg,
+            },
+        );
+        let txg = self.open_txg();
+        let os = ObjectSet::open_fresh_log(
+            self.cache.clone(),
+            resolve_objset_props(&st.catalog, new_id),
+            &snap.objset,
+            txg,
+        )?;
+        let ds = Arc::new(Dataset::new(
+            new_id,
+            new.to_string(),
+            src.kind,
+            os,
+            self.me.clone(),
+        ));
+        apply_props(&st.catalog, new_id, &ds);
+        st.handles.insert(new_id, ds);
+        st.catalog_dirty = true;
+        Ok(())
+    }
+
+    /// Snapshots of `fs` (or of every dataset), oldest first per dataset.
+    pub fn list_snapshots(&self, fs: Option<&str>) -> Result<Vec<SnapshotInfo>> {
+        self.check_live()?;
+        let st = self.state.lock();
+        let ids: Vec<u64> = match fs {
+            Some(n) => vec![
+                st.catalog
+                    .by_name(n)
+                    .ok_or_else(|| StoreError::NotFound(n.into()))?
+                    .id,
+            ],
+            None => st.catalog.subtree(1),
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            let rec = &st.catalog.datasets[&id];
+            for (i, s) in rec.snapshots.iter().enumerate() {
+                let prev = if i > 0 {
+                    rec.snapshots[i - 1].txg
+                } else {
+                    rec.origin_txg
+                };
+                out.push(SnapshotInfo {
+                    name: format!("{}@{}", rec.name, s.name),
+                    used: crate::snapshot::unique_bytes(&self.mos, rec, i, rec.origin_txg)?,
+                    referenced: s.acct.used,
+                    written: crate::snapshot::written_bytes(&self.cache, &s.objset, prev)?,
+                    creation: s.creation,
+                    txg: s.txg,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A read-only handle on a snapshot's contents.
+    pub fn snapshot_dataset(&self, full: &str) -> Result<Arc<Dataset>> {
+        self.check_live()?;
+        let st = self.state.lock();
+        let (id, idx) = self.find_snapshot(&st, full)?;
+        let rec = &st.catalog.datasets[&id];
+        let os = ObjectSet::open_fresh_log(
+            self.cache.clone(),
+            resolve_objset_props(&st.catalog, id),
+            &rec.snapshots[idx].objset,
+            self.open_txg(),
+        )?;
+        Ok(Arc::new(Dataset::new_readonly(
+            id,
+            full.to_string(),
+            rec.kind,
+            os,
+            self.me.clone(),
+        )))
     }
 
     pub fn list(&self, root: Option<&str>, recursive: bool) -> Result<Vec<DatasetInfo>> {
@@ -1342,7 +1757,10 @@ fn num_prop(d: &DatasetRecord, p: &str) -> u64 {
 
 /// used = referenced + what each child charges (at least its reservation).
 pub(crate) fn used_of(cat: &Catalog, id: u64) -> u64 {
-    let own = cat.datasets[&id].acct.used;
+    let d = &cat.datasets[&id];
+    // Head, plus what only snapshots hold (the sum of the dead lists).
+    let own =
+        d.acct.used + d.deadlist_bytes + d.snapshots.iter().map(|s| s.deadlist_bytes).sum::<u64>();
     own + cat
         .children(id)
         .map(|c| used_of(cat, c.id).max(num_prop(c, "reservation")))

@@ -162,6 +162,9 @@ struct Inner {
     open_txg: u64,
     /// Intent log header recorded in the last written root block.
     zil_header: ZilHeader,
+    /// The root on disk carries a header that is not ours (a clone or rollback
+    /// opened a snapshot's root): the next sync must write a root of our own.
+    force_root: bool,
 }
 
 /// An object set.
@@ -257,6 +260,28 @@ impl ObjectSet {
         )
     }
 
+    /// Open a snapshot's root as a new head (clone, rollback) or for reading: the
+    /// intent log header in that root belongs to the dataset the snapshot was taken
+    /// from, so it is ignored and the next sync writes a root with our own.
+    pub fn open_fresh_log(
+        cache: Arc<BlockCache>,
+        props: ObjsetProps,
+        root: &BlkPtr,
+        txg: u64,
+    ) -> Result<Self> {
+        let os = ObjectSet::open(cache.clone(), props, root, txg)?;
+        let fresh = ObjectSet {
+            zil: Zil::new(cache.pool.clone(), ZilHeader::default()),
+            ..os
+        };
+        {
+            let mut inner = fresh.inner.lock();
+            inner.zil_header = ZilHeader::default();
+            inner.force_root = true;
+        }
+        Ok(fresh)
+    }
+
     /// Open an object set from its root block pointer.
     pub fn open(
         cache: Arc<BlockCache>,
@@ -300,6 +325,7 @@ impl ObjectSet {
                 next_id_hint: 1,
                 open_txg: txg,
                 zil_header,
+                force_root: false,
             }),
             sync_lock: Mutex::new(()),
             gate: RwLock::new(()),
@@ -723,7 +749,11 @@ impl ObjectSet {
             inner.open_txg = txg + 1;
             let pool = self.cache.pool.clone();
             zil_header = self.zil.sync_header(txg, &mut |d| pool.free_log_block(d));
-            if work.is_empty() && !inner.root_bp.is_hole() && zil_header == inner.zil_header {
+            if work.is_empty()
+                && !inner.root_bp.is_hole()
+                && zil_header == inner.zil_header
+                && !inner.force_root
+            {
                 inner.syncing_bytes = 0;
                 return Ok(inner.root_bp);
             }
@@ -859,6 +889,7 @@ impl ObjectSet {
         inner.meta = meta;
         inner.root_bp = root;
         inner.zil_header = zil_header;
+        inner.force_root = false;
         inner.acct = acct;
         inner.syncing_bytes = 0;
         for (id, p) in new_phys {
