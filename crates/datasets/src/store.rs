@@ -1185,6 +1185,71 @@ impl Store {
         Ok(())
     }
 
+    /// Promote a clone: it takes over its origin's snapshots up to and including
+    /// the origin snapshot, and the old origin becomes a clone of it, so the old
+    /// origin can then be destroyed. Only catalog records move: every dead list
+    /// stays valid because it describes blocks between consecutive snapshots of
+    /// the same lineage.
+    pub fn promote(&self, clone: &str) -> Result<()> {
+        self.check_live()?;
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        let cid = st
+            .catalog
+            .by_name(clone)
+            .ok_or_else(|| StoreError::NotFound(clone.into()))?
+            .id;
+        let Some((oid, sname)) = st.catalog.datasets[&cid].origin.clone() else {
+            return Err(StoreError::Invalid(format!("'{clone}' is not a clone")));
+        };
+        let origin = st.catalog.datasets[&oid].clone();
+        let idx = origin
+            .snapshots
+            .iter()
+            .position(|s| s.name == sname)
+            .ok_or_else(|| {
+                StoreError::Invalid(format!("origin snapshot of '{clone}' is missing"))
+            })?;
+        let moving: Vec<String> = origin.snapshots[..=idx]
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        let own: Vec<String> = st.catalog.datasets[&cid]
+            .snapshots
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        if let Some(dup) = moving.iter().find(|m| own.contains(m)) {
+            return Err(StoreError::Exists(format!("{clone}@{dup}")));
+        }
+        let moved: Vec<_> = origin.snapshots[..=idx].to_vec();
+        let cat = &mut st.catalog;
+        {
+            let o = cat.datasets.get_mut(&oid).unwrap();
+            o.snapshots.drain(..=idx);
+            o.origin = Some((cid, sname.clone()));
+            o.origin_txg = moved[idx].txg;
+        }
+        {
+            let c = cat.datasets.get_mut(&cid).unwrap();
+            let mut snaps = moved;
+            snaps.append(&mut c.snapshots);
+            c.snapshots = snaps;
+            c.origin = origin.origin.clone();
+            c.origin_txg = origin.origin_txg;
+        }
+        // Other clones of the moved snapshots now depend on the promoted dataset.
+        for d in cat.datasets.values_mut() {
+            if let Some((o, n)) = &d.origin {
+                if *o == oid && moving.contains(n) && d.id != oid {
+                    d.origin = Some((cid, n.clone()));
+                }
+            }
+        }
+        st.catalog_dirty = true;
+        Ok(())
+    }
+
     /// Snapshots of `fs` (or of every dataset), oldest first per dataset.
     pub fn list_snapshots(&self, fs: Option<&str>) -> Result<Vec<SnapshotInfo>> {
         self.check_live()?;
@@ -1426,7 +1491,13 @@ impl Store {
             "used" => ro(used_of(cat, id).to_string()),
             "available" | "avail" => ro(self.available_in(cat, id).to_string()),
             "referenced" | "refer" => ro(rec.acct.used.to_string()),
-            "written" => ro(rec.acct.used.to_string()),
+            "written" => {
+                ro(
+                    crate::snapshot::written_bytes(&self.cache, &rec.objset, rec.prev_snap_txg)
+                        .unwrap_or(rec.acct.used)
+                        .to_string(),
+                )
+            }
             "logicalused" => ro(cat
                 .subtree(id)
                 .iter()
@@ -1441,7 +1512,13 @@ impl Store {
                 let r = if p == 0 { 1.0 } else { l as f64 / p as f64 };
                 ro(format!("{r:.2}"))
             }
-            "origin" => ro("-".into()),
+            "origin" => ro(match &rec.origin {
+                Some((o, n)) => cat
+                    .datasets
+                    .get(o)
+                    .map_or("-".into(), |d| format!("{}@{n}", d.name)),
+                None => "-".into(),
+            }),
             // Properties that do not apply to this kind of dataset read as "-", as in zfs.
             "volblocksize" => ro(rec.volblocksize.map_or("-".into(), |b| b.to_string())),
             "volsize" if rec.kind != DatasetKind::Volume => ro("-".into()),

@@ -263,3 +263,58 @@ fn snapshot_is_instant_and_clone_costs_nothing() {
     let snap = store.snapshot_dataset("tank/db@b").unwrap();
     assert!(snap.write(id, 0, b"x").is_err(), "snapshots are read-only");
 }
+
+#[test]
+fn promote_swaps_origin_and_clone() {
+    let devs = sim_devices(1, 128 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
+    store
+        .create_dataset("tank/a", DatasetKind::Filesystem, None, &[], false)
+        .unwrap();
+    let a = store.dataset("tank/a").unwrap();
+    let id = a.create_object().unwrap();
+    a.write(id, 0, b"generation one").unwrap();
+    store.snapshot(&["tank/a@s1".into()]).unwrap();
+    a.write(id, 0, b"generation two").unwrap();
+    store.snapshot(&["tank/a@s2".into()]).unwrap();
+    store.clone_snapshot("tank/a@s1", "tank/b", &[]).unwrap();
+    let b = store.dataset("tank/b").unwrap();
+    b.write(id, 0, b"the clone's own").unwrap();
+    store.sync().unwrap();
+    assert!(store.promote("tank/a").is_err(), "not a clone");
+    store.promote("tank/b").unwrap();
+    let names: Vec<String> = store
+        .list_snapshots(None)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert!(
+        names.contains(&"tank/b@s1".to_string()) && names.contains(&"tank/a@s2".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(
+        store.get_props("tank/a", Some(&["origin".into()])).unwrap()[0].raw,
+        "tank/b@s1"
+    );
+    // The old origin can now be destroyed; the promoted clone keeps its data and s1.
+    store.destroy_dataset("tank/a", true).unwrap();
+    store.sync().unwrap();
+    store.export().unwrap();
+    let store = Store::import_devices(as_dyn(&devs), manual_opts()).unwrap();
+    assert_eq!(
+        store.dataset("tank/b").unwrap().read(id, 0, 15).unwrap(),
+        b"the clone's own"
+    );
+    assert_eq!(
+        store
+            .snapshot_dataset("tank/b@s1")
+            .unwrap()
+            .read(id, 0, 14)
+            .unwrap(),
+        b"generation one"
+    );
+    check_space(&store, "after promote and destroy");
+    store.destroy_snapshot("tank/b@s1").unwrap();
+    check_space(&store, "after destroying the moved snapshot");
+}
