@@ -94,6 +94,10 @@ pub struct SnapshotRecord {
     /// User properties (binlog positions recorded by the MySQL integration...).
     #[serde(default)]
     pub props: BTreeMap<String, String>,
+    /// Identity kept across send and receive: an incremental stream applies only on
+    /// top of a snapshot with the guid it was made from.
+    #[serde(default)]
+    pub guid: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

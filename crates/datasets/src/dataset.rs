@@ -121,6 +121,10 @@ impl Dataset {
     pub fn name(&self) -> String {
         self.name.read().clone()
     }
+    pub(crate) fn set_name(&self, name: &str) {
+        *self.name.write() = name.to_string();
+        self.objset.zil().set_name(name);
+    }
     pub fn kind(&self) -> DatasetKind {
         self.kind
     }

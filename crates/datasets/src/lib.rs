@@ -9,6 +9,7 @@ pub mod props;
 pub mod scrub;
 pub mod snapshot;
 pub mod store;
+pub mod stream;
 
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};
@@ -17,3 +18,4 @@ pub use scrub::ScrubStatus;
 pub use store::{
     DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,
 };
+pub use stream::StreamStats;

@@ -30,8 +30,9 @@ pub const OTYPE_DEADLIST: u8 = 4;
 /// A snapshot operation queued by open context, applied by the next commit.
 #[derive(Clone, Debug)]
 pub(crate) enum SnapOp {
-    /// One atomic snapshot of several datasets: (dataset id, snapshot name).
-    Create(Vec<(u64, String)>),
+    /// One atomic snapshot of several datasets: (dataset id, snapshot name, guid
+    /// to keep — a received snapshot keeps its sender's).
+    Create(Vec<(u64, String, Option<u64>)>),
     Destroy {
         id: u64,
         name: String,
@@ -109,7 +110,13 @@ pub(crate) struct SyncCtx<'a> {
 }
 
 /// Take snapshot `name` of `rec`, whose head was just synced in `ctx.txg`.
-pub(crate) fn create(rec: &mut DatasetRecord, name: &str, ctx: &SyncCtx, now: u64) {
+pub(crate) fn create(
+    rec: &mut DatasetRecord,
+    name: &str,
+    guid: Option<u64>,
+    ctx: &SyncCtx,
+    now: u64,
+) {
     rec.snapshots.push(SnapshotRecord {
         name: name.to_string(),
         txg: ctx.txg,
@@ -119,10 +126,27 @@ pub(crate) fn create(rec: &mut DatasetRecord, name: &str, ctx: &SyncCtx, now: u6
         creation: now,
         acct: rec.acct,
         props: Default::default(),
+        guid: guid.unwrap_or_else(|| snapshot_guid(rec.id, ctx.txg, name)),
     });
     rec.deadlist = 0;
     rec.deadlist_bytes = 0;
     rec.prev_snap_txg = ctx.txg;
+}
+
+/// A fresh snapshot identity.
+fn snapshot_guid(id: u64, txg: u64, name: &str) -> u64 {
+    let mut h = blake3::Hasher::new();
+    h.update(&id.to_le_bytes());
+    h.update(&txg.to_le_bytes());
+    h.update(name.as_bytes());
+    h.update(
+        &std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+            .to_le_bytes(),
+    );
+    u64::from_le_bytes(h.finalize().as_bytes()[0..8].try_into().unwrap()).max(1)
 }
 
 /// Destroy snapshot `idx` of `rec`: free what only it held, merge its dead list

@@ -184,7 +184,11 @@ fn split_snapshot(full: &str) -> Result<(&str, &str)> {
             "'{full}' is not a snapshot name (FS@SNAP)"
         )));
     };
-    check_name(fs)?;
+    // A receive in progress (`FS%recv`) passes: users cannot type it.
+    match fs.strip_suffix("%recv") {
+        Some(base) => check_name(base)?,
+        None => check_name(fs)?,
+    }
     if snap.is_empty()
         || snap.len() > 255
         || !snap
@@ -196,6 +200,15 @@ fn split_snapshot(full: &str) -> Result<(&str, &str)> {
         )));
     }
     Ok((fs, snap))
+}
+
+/// Identity of a snapshot, for send and receive.
+#[derive(Clone, Debug)]
+pub(crate) struct SnapshotMeta {
+    pub name: String,
+    pub txg: u64,
+    pub guid: u64,
+    pub volblocksize: Option<u32>,
 }
 
 /// One row of `list -t snapshot`.
@@ -616,9 +629,9 @@ impl Store {
             for op in ops {
                 match op {
                     crate::snapshot::SnapOp::Create(list) => {
-                        for (id, name) in list {
+                        for (id, name, guid) in list {
                             if let Some(r) = cat.datasets.get_mut(&id) {
-                                crate::snapshot::create(r, &name, &ctx, now_s());
+                                crate::snapshot::create(r, &name, guid, &ctx, now_s());
                             }
                         }
                     }
@@ -779,8 +792,21 @@ impl Store {
         props_in: &[(String, String)],
         parents: bool,
     ) -> Result<()> {
-        self.check_live()?;
         check_name(name)?;
+        self.create_dataset_unchecked(name, kind, volsize, props_in, parents)
+    }
+
+    /// `create_dataset` without the name check: receive creates `FS%recv`, a name
+    /// users cannot type, so a half-received dataset can never collide with theirs.
+    pub(crate) fn create_dataset_unchecked(
+        &self,
+        name: &str,
+        kind: DatasetKind,
+        volsize: Option<u64>,
+        props_in: &[(String, String)],
+        parents: bool,
+    ) -> Result<()> {
+        self.check_live()?;
         let Some((parent_name, _)) = name.rsplit_once('/') else {
             return Err(StoreError::Invalid(format!(
                 "'{name}' is a pool name: datasets are created as POOL/NAME"
@@ -986,13 +1012,18 @@ impl Store {
     /// Take one atomic snapshot of every `FS@SNAP` given (they commit in the same
     /// txg). O(1) per dataset. Returns the txg.
     pub fn snapshot(&self, names: &[String]) -> Result<u64> {
+        self.snapshot_with_guid(names, None)
+    }
+
+    /// `snapshot`, keeping a given guid (receive).
+    pub(crate) fn snapshot_with_guid(&self, names: &[String], guid: Option<u64>) -> Result<u64> {
         self.check_live()?;
         if names.is_empty() {
             return Err(StoreError::Invalid("no snapshot names given".into()));
         }
         {
             let mut st = self.state.lock();
-            let mut list: Vec<(u64, String)> = Vec::new();
+            let mut list: Vec<(u64, String, Option<u64>)> = Vec::new();
             for full in names {
                 let (fs, snap) = split_snapshot(full)?;
                 let rec = st
@@ -1000,15 +1031,15 @@ impl Store {
                     .by_name(fs)
                     .ok_or_else(|| StoreError::NotFound(fs.into()))?;
                 let queued = st.snap_ops.iter().any(|op| {
-                    matches!(op, crate::snapshot::SnapOp::Create(l) if l.iter().any(|(i, n)| *i == rec.id && n == snap))
+                    matches!(op, crate::snapshot::SnapOp::Create(l) if l.iter().any(|(i, n, _)| *i == rec.id && n == snap))
                 });
                 if rec.snapshots.iter().any(|s| s.name == snap)
                     || queued
-                    || list.iter().any(|(i, n)| *i == rec.id && n == snap)
+                    || list.iter().any(|(i, n, _)| *i == rec.id && n == snap)
                 {
                     return Err(StoreError::Exists(full.clone()));
                 }
-                list.push((rec.id, snap.to_string()));
+                list.push((rec.id, snap.to_string(), guid));
             }
             st.snap_ops.push(crate::snapshot::SnapOp::Create(list));
             st.catalog_dirty = true;
@@ -1116,8 +1147,17 @@ impl Store {
         new: &str,
         props_in: &[(String, String)],
     ) -> Result<()> {
-        self.check_live()?;
         check_name(new)?;
+        self.clone_unchecked(full, new, props_in)
+    }
+
+    pub(crate) fn clone_unchecked(
+        &self,
+        full: &str,
+        new: &str,
+        props_in: &[(String, String)],
+    ) -> Result<()> {
+        self.check_live()?;
         let _c = self.commit_lock.lock();
         let mut st = self.state.lock();
         let (id, idx) = self.find_snapshot(&st, full)?;
@@ -1250,6 +1290,63 @@ impl Store {
         Ok(())
     }
 
+    /// The catalog record of snapshot `full`, with its dataset's volume block size.
+    pub(crate) fn snapshot_record(&self, full: &str) -> Result<SnapshotMeta> {
+        let st = self.state.lock();
+        let (id, idx) = self.find_snapshot(&st, full)?;
+        let rec = &st.catalog.datasets[&id];
+        let s = &rec.snapshots[idx];
+        Ok(SnapshotMeta {
+            name: s.name.clone(),
+            txg: s.txg,
+            guid: s.guid,
+            volblocksize: rec.volblocksize,
+        })
+    }
+
+    /// Snapshots of `fs`, oldest first.
+    pub(crate) fn snapshot_records(&self, fs: &str) -> Result<Vec<SnapshotMeta>> {
+        let st = self.state.lock();
+        let rec = st
+            .catalog
+            .by_name(fs)
+            .ok_or_else(|| StoreError::NotFound(fs.into()))?;
+        Ok(rec
+            .snapshots
+            .iter()
+            .map(|s| SnapshotMeta {
+                name: s.name.clone(),
+                txg: s.txg,
+                guid: s.guid,
+                volblocksize: rec.volblocksize,
+            })
+            .collect())
+    }
+
+    /// Rename a dataset without children (receive moves `FS%recv` into place).
+    pub(crate) fn rename_leaf(&self, old: &str, new: &str) -> Result<()> {
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        if st.catalog.by_name(new).is_some() {
+            return Err(StoreError::Exists(new.into()));
+        }
+        let id = st
+            .catalog
+            .by_name(old)
+            .ok_or_else(|| StoreError::NotFound(old.into()))?
+            .id;
+        if st.catalog.children(id).next().is_some() {
+            return Err(StoreError::Busy(format!("'{old}' has children")));
+        }
+        st.catalog.datasets.get_mut(&id).unwrap().name = new.to_string();
+        if let Some(h) = st.handles.get(&id) {
+            h.set_name(new);
+        }
+        st.catalog_dirty = true;
+        refresh_props(&st);
+        Ok(())
+    }
+
     /// Snapshots of `fs` (or of every dataset), oldest first per dataset.
     pub fn list_snapshots(&self, fs: Option<&str>) -> Result<Vec<SnapshotInfo>> {
         self.check_live()?;
@@ -1325,6 +1422,8 @@ impl Store {
         };
         let mut out: Vec<DatasetInfo> = ids
             .iter()
+            // A receive in progress (FS%recv) is not a dataset yet.
+            .filter(|id| !st.catalog.datasets[id].name.contains('%'))
             .map(|id| {
                 let r = &st.catalog.datasets[id];
                 DatasetInfo {

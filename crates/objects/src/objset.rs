@@ -506,6 +506,75 @@ impl ObjectSet {
         self.info(id).is_ok()
     }
 
+    /// The last synced pointer of level-0 block `blkid` of object `id` (for a
+    /// snapshot: its tree). Send compares these to skip unchanged blocks.
+    pub fn block_pointer(&self, id: u64, blkid: u64) -> Result<BlkPtr> {
+        let phys = {
+            let mut inner = self.inner.lock();
+            self.load(&mut inner, id)?.phys.clone()
+        };
+        self.lookup(&phys, blkid)
+    }
+
+    /// The last synced tree root of object `id`: equal roots mean equal content.
+    pub fn object_root(&self, id: u64) -> Result<BlkPtr> {
+        let mut inner = self.inner.lock();
+        Ok(self.load(&mut inner, id)?.phys.root)
+    }
+
+    /// Make object `id` exist with exactly these attributes (receive keeps object
+    /// ids, which the layers above use as identities). A block size change drops
+    /// the object's data first; a smaller size truncates.
+    pub fn recv_object(
+        &self,
+        id: u64,
+        otype: u8,
+        blksz: u32,
+        size: u64,
+        bonus: &[u8],
+    ) -> Result<()> {
+        if id == 0
+            || otype == 0
+            || !(MIN_BLOCK..=MAX_BLOCK).contains(&blksz)
+            || !blksz.is_power_of_two()
+            || bonus.len() > BONUS_SIZE
+        {
+            return Err(ObjError::Invalid(format!(
+                "object {id}: invalid attributes in stream"
+            )));
+        }
+        let exists = self.info(id).is_ok();
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        if !exists {
+            if inner.objects.get(&id).is_some_and(|o| o.deleted) {
+                return Err(ObjError::Invalid(format!(
+                    "object {id} is deleted and recreated in one stream"
+                )));
+            }
+            let mut st = ObjState::from_phys(DnodePhys::empty());
+            st.gen = inner.open_txg;
+            inner.objects.insert(id, st);
+        }
+        let st = inner.objects.get_mut(&id).unwrap();
+        if st.blksz != blksz {
+            let dropped: u64 = st.open.records.values().map(|r| r.len() as u64).sum();
+            st.open = Layer {
+                records: BTreeMap::new(),
+                free_from: Some(0),
+            };
+            inner.dirty_bytes -= dropped;
+            st.size = 0;
+            st.blksz = blksz;
+        }
+        st.otype = otype;
+        st.bonus = [0; BONUS_SIZE];
+        st.bonus[..bonus.len()].copy_from_slice(bonus);
+        st.dirty = true;
+        drop(guard);
+        self.truncate(id, size)
+    }
+
     pub fn set_bonus(&self, id: u64, bonus: &[u8]) -> Result<()> {
         if bonus.len() > BONUS_SIZE {
             return Err(ObjError::Invalid("bonus too large".into()));

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-const MAGIC: u64 = 0x3143_5a48_4341_43; // "CACHZ1" little-endian-ish tag
+const MAGIC: u64 = 0x0031_435a_4843_4143; // "CACHZ1" read as little-endian bytes
 pub const BLOCK_HEADER: usize = 96;
 const RECORD_HEADER: usize = 40;
 const MIN_BLOCK: u64 = 8 * 1024;

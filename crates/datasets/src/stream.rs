@@ -1,0 +1,469 @@
+//! Send and receive: a versioned stream of a snapshot (full) or of the changes
+//! between two snapshots (incremental), with a checksum on every record.
+//!
+//! Format (version 1). A sequence of records, each
+//! `type u8 · 3 zero bytes · length u32 · payload · BLAKE3-256(header and payload)`:
+//! - 1 BEGIN: JSON {magic, version, snapshot, guid, txg, from_guid, kind,
+//!   recordsize, volblocksize}
+//! - 2 OBJECT: `object u64 · type u8 · blksz u32 · size u64 · bonus (320)`: the
+//!   object exists with these attributes (created, or reset if its block size
+//!   changed)
+//! - 3 FREEOBJECT: `object u64`: the object does not exist in the snapshot
+//! - 4 WRITE: `object u64 · offset u64 · data`
+//! - 5 FREE: `object u64 · offset u64 · length u64`: the range reads as zeros
+//! - 6 END: `records u64 · BLAKE3 of every previous record's checksum (32)`
+//!
+//! An incremental stream carries only objects whose dnode changed and, in them,
+//! only blocks whose pointer changed (born after the older snapshot).
+//!
+//! Invariants of receive: nothing is applied outside a hidden dataset `FS%recv`
+//! until END has been verified; any error (truncated, corrupt, out of order,
+//! wrong base) destroys it, so a failed receive leaves nothing behind. Object ids
+//! are kept: the layers above use them as identities.
+
+use crate::catalog::DatasetKind;
+use crate::error::{Result, StoreError};
+use crate::store::Store;
+use cachalot_objects::dnode::BONUS_SIZE;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+
+const MAGIC: &str = "CACHALOT-STREAM";
+const VERSION: u32 = 1;
+const REC_BEGIN: u8 = 1;
+const REC_OBJECT: u8 = 2;
+const REC_FREEOBJECT: u8 = 3;
+const REC_WRITE: u8 = 4;
+const REC_FREE: u8 = 5;
+const REC_END: u8 = 6;
+/// Largest payload accepted (a 1 MiB record plus headers).
+const MAX_PAYLOAD: u32 = (1 << 20) + 4096;
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+struct Begin {
+    magic: String,
+    version: u32,
+    snapshot: String,
+    guid: u64,
+    txg: u64,
+    from_guid: u64,
+    kind: DatasetKind,
+    recordsize: u32,
+    volblocksize: Option<u32>,
+}
+
+/// What a send or receive moved.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct StreamStats {
+    pub records: u64,
+    pub bytes: u64,
+    pub objects: u64,
+}
+
+struct Writer<'a> {
+    out: &'a mut dyn Write,
+    running: blake3::Hasher,
+    stats: StreamStats,
+    progress: &'a mut dyn FnMut(u64),
+}
+
+impl Writer<'_> {
+    fn record(&mut self, ty: u8, payload: &[u8]) -> Result<()> {
+        let mut header = [0u8; 8];
+        header[0] = ty;
+        header[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let mut h = blake3::Hasher::new();
+        h.update(&header);
+        h.update(payload);
+        let sum = *h.finalize().as_bytes();
+        let io = |e: std::io::Error| StoreError::Invalid(format!("send: write failed: {e}"));
+        self.out.write_all(&header).map_err(io)?;
+        self.out.write_all(payload).map_err(io)?;
+        self.out.write_all(&sum).map_err(io)?;
+        self.running.update(&sum);
+        self.stats.records += 1;
+        self.stats.bytes += 40 + payload.len() as u64;
+        (self.progress)(self.stats.bytes);
+        Ok(())
+    }
+}
+
+struct Reader<'a> {
+    input: &'a mut dyn Read,
+    running: blake3::Hasher,
+    stats: StreamStats,
+    progress: &'a mut dyn FnMut(u64),
+}
+
+impl Reader<'_> {
+    /// Next record, verified, with the running hash of the records before it;
+    /// errors name what is wrong with the stream.
+    fn record(&mut self) -> Result<(u8, Vec<u8>, [u8; 32])> {
+        let bad = |what: &str| StoreError::Invalid(format!("receive: {what}"));
+        let mut header = [0u8; 8];
+        self.input
+            .read_exact(&mut header)
+            .map_err(|_| bad("stream is truncated (no END record)"))?;
+        let len = u32::from_le_bytes(header[4..8].try_into().unwrap());
+        if len > MAX_PAYLOAD || header[1..4] != [0, 0, 0] {
+            return Err(bad("stream is corrupt (bad record header)"));
+        }
+        let mut payload = vec![0u8; len as usize];
+        let mut sum = [0u8; 32];
+        self.input
+            .read_exact(&mut payload)
+            .and_then(|_| self.input.read_exact(&mut sum))
+            .map_err(|_| bad("stream is truncated"))?;
+        let mut h = blake3::Hasher::new();
+        h.update(&header);
+        h.update(&payload);
+        if h.finalize().as_bytes() != &sum {
+            return Err(bad(&format!(
+                "record {} fails its checksum: the stream is corrupt",
+                self.stats.records + 1
+            )));
+        }
+        let before = *self.running.finalize().as_bytes();
+        self.running.update(&sum);
+        self.stats.records += 1;
+        self.stats.bytes += 40 + len as u64;
+        (self.progress)(self.stats.bytes);
+        Ok((header[0], payload, before))
+    }
+}
+
+fn u64at(b: &[u8], o: usize) -> Result<u64> {
+    b.get(o..o + 8)
+        .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
+        .ok_or_else(|| {
+            StoreError::Invalid("receive: record too short: the stream is corrupt".into())
+        })
+}
+
+impl Store {
+    /// Write snapshot `snap` (FS@SNAP) to `out`: everything, or with `from`
+    /// (@OLDER or FS@OLDER) only what changed since that older snapshot.
+    pub fn send(
+        &self,
+        snap: &str,
+        from: Option<&str>,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<StreamStats> {
+        let (fs, _) = snap.split_once('@').ok_or_else(|| {
+            StoreError::Invalid(format!("'{snap}' is not a snapshot name (FS@SNAP)"))
+        })?;
+        let to_info = self.snapshot_record(snap)?;
+        let s_ds = self.snapshot_dataset(snap)?;
+        let (f_ds, from_guid) = match from {
+            Some(f) => {
+                let full = if f.starts_with('@') {
+                    format!("{fs}{f}")
+                } else {
+                    f.to_string()
+                };
+                if !full.starts_with(&format!("{fs}@")) {
+                    return Err(StoreError::Invalid(format!(
+                        "incremental source '{f}' is not a snapshot of '{fs}'"
+                    )));
+                }
+                let fi = self.snapshot_record(&full)?;
+                if fi.txg >= to_info.txg {
+                    return Err(StoreError::Invalid(format!(
+                        "'{full}' is not older than '{snap}'"
+                    )));
+                }
+                (Some(self.snapshot_dataset(&full)?), fi.guid)
+            }
+            None => (None, 0),
+        };
+        let props = s_ds.objset().props();
+        let mut w = Writer {
+            out,
+            running: blake3::Hasher::new(),
+            stats: StreamStats::default(),
+            progress,
+        };
+        let begin = Begin {
+            magic: MAGIC.into(),
+            version: VERSION,
+            snapshot: snap.into(),
+            guid: to_info.guid,
+            txg: to_info.txg,
+            from_guid,
+            kind: s_ds.kind(),
+            recordsize: props.recordsize,
+            volblocksize: to_info.volblocksize,
+        };
+        w.record(
+            REC_BEGIN,
+            &serde_json::to_vec(&begin).expect("begin serializes"),
+        )?;
+        let s_os = s_ds.objset();
+        let s_objs: BTreeSet<u64> = s_os.list_objects()?.into_iter().collect();
+        if let Some(f) = &f_ds {
+            for id in f.objset().list_objects()? {
+                if !s_objs.contains(&id) {
+                    w.record(REC_FREEOBJECT, &id.to_le_bytes())?;
+                }
+            }
+        }
+        for &id in &s_objs {
+            let si = s_os.info(id)?;
+            let fi = f_ds.as_ref().and_then(|f| f.objset().info(id).ok());
+            let same_lineage = fi
+                .as_ref()
+                .is_some_and(|fi| fi.gen == si.gen && fi.blksz == si.blksz);
+            if let (Some(fi), Some(f)) = (&fi, &f_ds) {
+                if *fi == si && f.objset().object_root(id)? == s_os.object_root(id)? {
+                    continue;
+                }
+            }
+            let mut obj = Vec::with_capacity(29 + BONUS_SIZE);
+            obj.extend_from_slice(&id.to_le_bytes());
+            obj.push(si.otype);
+            obj.extend_from_slice(&si.blksz.to_le_bytes());
+            obj.extend_from_slice(&si.size.to_le_bytes());
+            obj.extend_from_slice(&si.bonus);
+            w.record(REC_OBJECT, &obj)?;
+            w.stats.objects += 1;
+            let bs = si.blksz as u64;
+            for b in 0..si.size.div_ceil(bs) {
+                let bp = s_os.block_pointer(id, b)?;
+                let fbp = match (&f_ds, same_lineage) {
+                    (Some(f), true) => Some(f.objset().block_pointer(id, b)?),
+                    _ => None,
+                };
+                if fbp == Some(bp) {
+                    continue;
+                }
+                let off = b * bs;
+                if bp.is_hole() {
+                    if fbp.is_some_and(|f| f.is_hole()) {
+                        continue;
+                    }
+                    let mut p = Vec::with_capacity(24);
+                    p.extend_from_slice(&id.to_le_bytes());
+                    p.extend_from_slice(&off.to_le_bytes());
+                    p.extend_from_slice(&bs.min(si.size - off).to_le_bytes());
+                    w.record(REC_FREE, &p)?;
+                } else {
+                    let data = s_os.read(id, off, bs as usize)?;
+                    let mut p = Vec::with_capacity(16 + data.len());
+                    p.extend_from_slice(&id.to_le_bytes());
+                    p.extend_from_slice(&off.to_le_bytes());
+                    p.extend_from_slice(&data);
+                    w.record(REC_WRITE, &p)?;
+                }
+            }
+        }
+        let mut end = Vec::with_capacity(40);
+        end.extend_from_slice(&(w.stats.records + 1).to_le_bytes());
+        end.extend_from_slice(w.running.finalize().as_bytes());
+        w.record(REC_END, &end)?;
+        w.out
+            .flush()
+            .map_err(|e| StoreError::Invalid(format!("send: write failed: {e}")))?;
+        Ok(w.stats)
+    }
+
+    /// Receive a stream into `fs` (full: `fs` must not exist unless `force`;
+    /// incremental: `fs`'s newest snapshot must be the stream's base, and `fs`
+    /// unchanged since unless `force`). Returns the snapshot created.
+    pub fn receive(
+        &self,
+        fs: &str,
+        input: &mut dyn Read,
+        force: bool,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<String> {
+        self.check_live()?;
+        if fs.contains('@') || fs.contains('%') {
+            return Err(StoreError::Invalid(format!(
+                "receive: '{fs}' must be a dataset name (FS)"
+            )));
+        }
+        let mut r = Reader {
+            input,
+            running: blake3::Hasher::new(),
+            stats: StreamStats::default(),
+            progress,
+        };
+        let (ty, payload, _) = r.record()?;
+        if ty != REC_BEGIN {
+            return Err(StoreError::Invalid(
+                "receive: stream does not start with BEGIN".into(),
+            ));
+        }
+        let begin: Begin = serde_json::from_slice(&payload)
+            .map_err(|e| StoreError::Invalid(format!("receive: bad BEGIN record: {e}")))?;
+        if begin.magic != MAGIC || begin.version != VERSION {
+            return Err(StoreError::Invalid(format!(
+                "receive: not a cachalot stream of version {VERSION} (got '{}' version {})",
+                begin.magic, begin.version
+            )));
+        }
+        let snap_name = begin
+            .snapshot
+            .split_once('@')
+            .map(|(_, s)| s.to_string())
+            .ok_or_else(|| StoreError::Invalid("receive: BEGIN names no snapshot".into()))?;
+        let tmp = format!("{fs}%recv");
+        let exists = self.dataset(fs).is_ok();
+        if begin.from_guid == 0 {
+            if exists && !force {
+                return Err(StoreError::Exists(format!(
+                    "{fs} (use -F to replace it with a full stream)"
+                )));
+            }
+            let mut props = vec![("recordsize".to_string(), begin.recordsize.to_string())];
+            if let Some(b) = begin.volblocksize {
+                props = vec![
+                    ("volblocksize".into(), b.to_string()),
+                    ("sparse".into(), "on".into()),
+                ];
+            }
+            let volsize = begin.volblocksize.map(|b| b as u64);
+            self.create_dataset_unchecked(&tmp, begin.kind, volsize, &props, false)?;
+        } else {
+            let base = self.incremental_base(fs, begin.from_guid, force)?;
+            self.clone_unchecked(&format!("{fs}@{base}"), &tmp, &[])?;
+        }
+        match self.apply_stream(&tmp, &mut r) {
+            Ok(()) => {}
+            Err(e) => {
+                let _ = self.destroy_dataset(&tmp, true);
+                let _ = self.sync();
+                return Err(e);
+            }
+        }
+        // Verified: make it the real dataset.
+        self.snapshot_with_guid(&[format!("{tmp}@{snap_name}")], Some(begin.guid))?;
+        if begin.from_guid == 0 {
+            if exists {
+                self.destroy_dataset(fs, true)?;
+            }
+        } else {
+            self.promote(&tmp)?;
+            self.destroy_dataset(fs, false)?;
+        }
+        self.rename_leaf(&tmp, fs)?;
+        self.sync()?;
+        Ok(format!("{fs}@{snap_name}"))
+    }
+
+    /// Check an incremental receive's base; with `force`, roll `fs` back to it.
+    fn incremental_base(&self, fs: &str, from_guid: u64, force: bool) -> Result<String> {
+        let snaps = self.snapshot_records(fs)?;
+        let Some(base) = snaps.iter().find(|s| s.guid == from_guid) else {
+            return Err(StoreError::Invalid(format!(
+                "receive: '{fs}' does not have the stream's base snapshot: send a full stream or an older increment first"
+            )));
+        };
+        let newest = snaps.last().expect("found one");
+        let h = self.dataset(fs)?;
+        if h.busy() {
+            return Err(StoreError::Busy(format!(
+                "receive: '{fs}' is busy (mounted or in use)"
+            )));
+        }
+        let written: u64 = self
+            .get_props(fs, Some(&["written".to_string()]))?
+            .first()
+            .and_then(|r| r.raw.parse().ok())
+            .unwrap_or(0);
+        let diverged = newest.guid != from_guid || written > 0;
+        if diverged {
+            if !force {
+                return Err(StoreError::Busy(format!(
+                    "receive: '{fs}' has changed since snapshot '{}' (diverged data): use -F to roll it back",
+                    base.name
+                )));
+            }
+            self.rollback(&format!("{fs}@{}", base.name), true)?;
+        }
+        Ok(base.name.clone())
+    }
+
+    fn apply_stream(&self, tmp: &str, r: &mut Reader) -> Result<()> {
+        let ds = self.dataset(tmp)?;
+        let os = ds.objset();
+        let bad = |what: String| StoreError::Invalid(format!("receive: {what}"));
+        let mut current: Option<(u64, u64)> = None; // object and its size
+        loop {
+            let (ty, p, before) = r.record()?;
+            match ty {
+                REC_FREEOBJECT => {
+                    let id = u64at(&p, 0)?;
+                    if os.info(id).is_ok() {
+                        os.delete_object(id)?;
+                    }
+                }
+                REC_OBJECT => {
+                    let id = u64at(&p, 0)?;
+                    if p.len() != 21 + BONUS_SIZE {
+                        return Err(bad(
+                            "OBJECT record has the wrong length: the stream is corrupt".into(),
+                        ));
+                    }
+                    let blksz = u32::from_le_bytes(p[9..13].try_into().unwrap());
+                    let size = u64at(&p, 13)?;
+                    if size > 1 << 60 {
+                        return Err(bad(format!("object {id} has an impossible size")));
+                    }
+                    os.recv_object(id, p[8], blksz, size, &p[21..21 + BONUS_SIZE])?;
+                    current = Some((id, size));
+                    r.stats.objects += 1;
+                }
+                REC_WRITE | REC_FREE => {
+                    let id = u64at(&p, 0)?;
+                    let off = u64at(&p, 8)?;
+                    let Some((cur, size)) = current.filter(|(c, _)| *c == id) else {
+                        return Err(bad(format!(
+                            "data for object {id} before its OBJECT record: records out of order"
+                        )));
+                    };
+                    let len = if ty == REC_WRITE {
+                        (p.len() - 16) as u64
+                    } else {
+                        u64at(&p, 16)?
+                    };
+                    if off.checked_add(len).is_none_or(|e| e > size) {
+                        return Err(bad(format!(
+                            "data beyond the end of object {cur}: the stream is corrupt"
+                        )));
+                    }
+                    if ty == REC_WRITE {
+                        ds.write(id, off, &p[16..])?;
+                    } else {
+                        // Holes: zeros become holes again when the record is compressed.
+                        let zeros = vec![0u8; len.min(1 << 20) as usize];
+                        let mut done = 0;
+                        while done < len {
+                            let n = (len - done).min(zeros.len() as u64);
+                            ds.write(id, off + done, &zeros[..n as usize])?;
+                            done += n;
+                        }
+                    }
+                }
+                REC_END => {
+                    let count = u64at(&p, 0)?;
+                    if count != r.stats.records || p.len() != 40 || p[8..40] != before {
+                        return Err(bad(
+                            "END record does not match the stream: records missing or reordered"
+                                .into(),
+                        ));
+                    }
+                    return Ok(());
+                }
+                REC_BEGIN => return Err(bad("a second BEGIN record: records out of order".into())),
+                t => {
+                    return Err(bad(format!(
+                        "unknown record type {t}: the stream is corrupt"
+                    )))
+                }
+            }
+        }
+    }
+}
