@@ -366,8 +366,31 @@ impl Store {
         let catalog = read_catalog(&mos)?;
         let store = Store::assemble_with(pool, cache, mos, catalog, ub.txg + 1, opts)?;
         store.replay_logs(ub.txg)?;
+        store.clean_interrupted_receives()?;
         store.start_thread();
         Ok(store)
+    }
+
+    /// A receive cut by a crash leaves a hidden `FS%recv`: remove it at import.
+    fn clean_interrupted_receives(&self) -> Result<()> {
+        let names: Vec<String> = {
+            let st = self.state.lock();
+            st.catalog
+                .datasets
+                .values()
+                .filter(|d| d.name.contains('%'))
+                .map(|d| d.name.clone())
+                .collect()
+        };
+        for n in &names {
+            self.destroy_dataset(n, true)?;
+            self.pool
+                .add_notice(format!("removed '{n}', left by an interrupted receive"));
+        }
+        if !names.is_empty() {
+            self.sync_txg()?;
+        }
+        Ok(())
     }
 
     /// Re-apply every dataset's intent log, then commit, before anything is served.
@@ -1363,6 +1386,9 @@ impl Store {
         let mut out = Vec::new();
         for id in ids {
             let rec = &st.catalog.datasets[&id];
+            if rec.name.contains('%') {
+                continue; // a receive in progress
+            }
             for (i, s) in rec.snapshots.iter().enumerate() {
                 let prev = if i > 0 {
                     rec.snapshots[i - 1].txg
