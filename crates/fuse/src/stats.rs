@@ -7,6 +7,7 @@
 use cachalot_analytics::Stat;
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 const MAX_NAMES: usize = 100_000;
@@ -15,7 +16,7 @@ pub struct Stats {
     ops: Stat,
     bytes: Stat,
     dataset: String,
-    names: RwLock<HashMap<u64, String>>,
+    names: RwLock<HashMap<u64, Arc<str>>>,
 }
 
 impl Stats {
@@ -35,17 +36,20 @@ impl Stats {
         if m.len() >= MAX_NAMES {
             m.clear();
         }
-        m.insert(obj, String::from_utf8_lossy(name).into_owned());
+        m.insert(obj, Arc::from(String::from_utf8_lossy(name).as_ref()));
     }
 
     pub fn record(&self, op: &str, obj: u64, bytes: u64, latency: Duration) {
-        let file = self
-            .names
-            .read()
-            .get(&obj)
-            .cloned()
-            .unwrap_or_else(|| obj.to_string());
-        let key = [op, self.dataset.as_str(), file.as_str()];
+        let named = self.names.read().get(&obj).cloned();
+        let unnamed;
+        let file: &str = match &named {
+            Some(n) => n,
+            None => {
+                unnamed = obj.to_string();
+                &unnamed
+            }
+        };
+        let key = [op, self.dataset.as_str(), file];
         self.ops.record(&key, bytes, latency);
         if bytes > 0 {
             self.bytes.add(&key, 1, bytes);

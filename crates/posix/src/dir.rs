@@ -70,7 +70,18 @@ pub fn name_hash(name: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: a degenerate hash (4 values, one prefix) to force collisions and
+    /// overflow chains, which real names practically never reach.
+    static WEAK_HASH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn h47(name: &[u8]) -> u64 {
+    #[cfg(test)]
+    if WEAK_HASH.with(|w| w.get()) {
+        return 1 + (name.first().copied().unwrap_or(0) as u64 & 3);
+    }
     (name_hash(name) >> 17).max(1)
 }
 
@@ -543,6 +554,146 @@ mod tests {
         assert!((1..1 << 47).contains(&k));
         assert_eq!(slot_of(1 << 46, 1), 1);
         assert_eq!(slot_of(1 << 46, 0), 0);
+    }
+
+    use cachalot_objects::dnode::BONUS_SIZE;
+    use cachalot_objects::ObjectInfo;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    const PAGE: u64 = 4096;
+
+    /// One in-memory object: its size and its sparse 4 KiB pages.
+    type MemObj = (u64, HashMap<u64, Vec<u8>>);
+
+    /// Objects in memory (zeros where no page was written).
+    #[derive(Default)]
+    struct Mem(RefCell<HashMap<u64, MemObj>>);
+
+    impl ObjRead for Mem {
+        fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+            let m = self.0.borrow();
+            let (size, pages) = m.get(&obj).ok_or(Errno::ENOENT)?;
+            let end = (off + len as u64).min(*size).max(off);
+            let mut out = Vec::with_capacity((end - off) as usize);
+            let mut pos = off;
+            while pos < end {
+                let (p, o) = (pos / PAGE, (pos % PAGE) as usize);
+                let n = ((PAGE as usize - o) as u64).min(end - pos) as usize;
+                match pages.get(&p) {
+                    Some(pg) => out.extend_from_slice(&pg[o..o + n]),
+                    None => out.resize(out.len() + n, 0),
+                }
+                pos += n as u64;
+            }
+            Ok(out)
+        }
+        fn info(&self, obj: u64) -> Result<ObjectInfo> {
+            let size = self.0.borrow().get(&obj).ok_or(Errno::ENOENT)?.0;
+            Ok(ObjectInfo {
+                id: obj,
+                otype: 2,
+                blksz: 16384,
+                size,
+                gen: 1,
+                bonus: [0; BONUS_SIZE],
+            })
+        }
+    }
+
+    impl ObjWrite for Mem {
+        fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+            let mut m = self.0.borrow_mut();
+            let (size, pages) = m.entry(obj).or_default();
+            let mut done = 0usize;
+            while done < data.len() {
+                let pos = off + done as u64;
+                let (p, o) = (pos / PAGE, (pos % PAGE) as usize);
+                let n = (PAGE as usize - o).min(data.len() - done);
+                let pg = pages.entry(p).or_insert_with(|| vec![0; PAGE as usize]);
+                pg[o..o + n].copy_from_slice(&data[done..done + n]);
+                done += n;
+            }
+            *size = (*size).max(off + data.len() as u64);
+            Ok(())
+        }
+        fn truncate(&self, _obj: u64, _size: u64) -> Result<()> {
+            Ok(())
+        }
+        fn set_bonus(&self, _obj: u64, _bonus: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn create_object(&self) -> Result<u64> {
+            Ok(0)
+        }
+        fn delete_object(&self, _obj: u64) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn collisions_and_overflow_chains() {
+        WEAK_HASH.with(|w| w.set(true));
+        let m = Mem::default();
+        init(&m, 7).unwrap();
+        let names: Vec<Vec<u8>> = (0..1500)
+            .map(|i| format!("{i}-entry").into_bytes())
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            insert(&m, 7, n, 100 + i as u64, libc::DT_REG).unwrap();
+        }
+        assert_eq!(
+            insert(&m, 7, &names[3], 1, libc::DT_REG),
+            Err(Errno::EEXIST)
+        );
+        let h = read_header(&m, 7).unwrap();
+        assert_eq!(h.depth, MAX_DEPTH, "the table doubled to its limit");
+        assert!(h.nbuckets > 2, "overflow buckets were chained");
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(lookup(&m, 7, n).unwrap().unwrap().obj, 100 + i as u64);
+        }
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let b = readdir(&m, 7, after, 100).unwrap();
+            if b.is_empty() {
+                break;
+            }
+            after = b.last().unwrap().key;
+            all.extend(b);
+        }
+        assert_eq!(all.len(), names.len());
+        assert!(
+            all.windows(2).all(|w| w[0].key < w[1].key),
+            "unique sorted keys"
+        );
+        for n in names.iter().step_by(2) {
+            assert!(remove(&m, 7, n).unwrap().is_some());
+        }
+        assert_eq!(count(&m, 7).unwrap(), 750);
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(lookup(&m, 7, n).unwrap().is_some(), i % 2 == 1);
+        }
+        assert!(replace(&m, 7, &names[1], 5, libc::DT_DIR).unwrap());
+        assert_eq!(lookup(&m, 7, &names[1]).unwrap().unwrap().obj, 5);
+        WEAK_HASH.with(|w| w.set(false));
+    }
+
+    #[test]
+    fn malformed_directories_are_eio() {
+        let m = Mem::default();
+        init(&m, 1).unwrap();
+        insert(&m, 1, b"a", 9, libc::DT_REG).unwrap();
+        // A table slot naming a bucket past the end.
+        ObjWrite::write(&m, 1, TABLE_OFF, &99u32.to_le_bytes()).unwrap();
+        assert_eq!(lookup(&m, 1, b"a"), Err(Errno::EIO));
+        // A bucket whose byte count overflows it.
+        ObjWrite::write(&m, 1, TABLE_OFF, &0u32.to_le_bytes()).unwrap();
+        ObjWrite::write(&m, 1, BUCKET_BASE + 8, &u32::MAX.to_le_bytes()).unwrap();
+        assert_eq!(lookup(&m, 1, b"a"), Err(Errno::EIO));
+        // Not a directory at all.
+        ObjWrite::write(&m, 2, 0, b"plain data").unwrap();
+        assert_eq!(lookup(&m, 2, b"a"), Err(Errno::ENOTDIR));
     }
 
     #[test]
