@@ -32,6 +32,13 @@ obj2=$(assert_ok "$C" debug create tank/d)
 assert_ok "$C" debug write tank/d "$obj2" --seed 2 --len 60M
 assert_ok "$C" debug fsync tank/d
 
+note "pool add: a separate log device"
+assert_ok "$C" pool add -s 64M tank log "$TMP/slog.img"
+st=$(assert_ok "$C" pool status tank)
+assert_contains "$st" "logs" "status shows the added log device"
+assert_ok "$C" debug write tank/d "$obj2" --seed 2 --len 64K
+assert_ok "$C" debug fsync tank/d
+
 note "export, list importable, import"
 assert_ok "$C" pool export tank
 out=$(assert_ok "$C" pool list -H)

@@ -184,12 +184,18 @@ impl Dataset {
         if let Err(e) = s.check_space(self.id, bytes) {
             // The estimate counts dirty data pessimistically: commit it and look again
             // before telling the writer the space is gone.
+            // Freed space becomes allocatable only after the next commit: with
+            // deferred frees waiting, committing twice releases them.
+            let deferred = s.pool().deferred_bytes() > 0;
             if !matches!(e, StoreError::NoSpace(_) | StoreError::Quota(_))
-                || s.dirty.load(Ordering::Relaxed) == 0
+                || (s.dirty.load(Ordering::Relaxed) == 0 && !deferred)
             {
                 return Err(e);
             }
             s.sync()?;
+            if s.check_space(self.id, bytes).is_err() && deferred {
+                s.sync()?;
+            }
             s.check_space(self.id, bytes)?;
         }
         Ok(())

@@ -1501,7 +1501,7 @@ impl Store {
         };
         // Pending writes cost about their size plus metadata (two copies of indirects).
         let est = bytes + bytes / 8 + 4096;
-        let space = self.pool.space();
+        let (size, free) = self.pool.space_totals();
         let dirty = self.dirty.load(Ordering::Relaxed);
         let reserved_elsewhere: u64 = cat
             .datasets
@@ -1509,11 +1509,11 @@ impl Store {
             .filter(|d| !cat.ancestry(id).contains(&d.id))
             .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
             .sum();
-        let need = slop_space(space.size) + reserved_elsewhere + dirty + dirty / 4 + est;
+        let need = slop_space(size) + reserved_elsewhere + dirty + dirty / 4 + est;
         // Only free space in extents that can hold this dataset's records counts
         // (no gang blocks: a record must be contiguous); metadata needs 16K pieces.
         let blksz = (resolve_objset_props(cat, id).recordsize as u64).max(16384);
-        let usable = self.pool.usable_free(blksz).min(space.free);
+        let usable = self.pool.usable_free(blksz).min(free);
         if usable < need {
             return Err(StoreError::NoSpace(self.pool.name()));
         }

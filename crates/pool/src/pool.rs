@@ -866,6 +866,22 @@ impl Pool {
             .collect()
     }
 
+    /// Size and free bytes of the data vdevs, without the fragmentation figure:
+    /// cheap enough for every write's space check (`space` walks free extents).
+    pub fn space_totals(&self) -> (u64, u64) {
+        let s = self.space.lock();
+        let tops = self.vdevs.read();
+        let mut size = 0;
+        let mut free = 0;
+        for (t, v) in tops.iter().zip(s.vdevs.iter()) {
+            if !t.log {
+                size += t.asize;
+                free += v.free.total();
+            }
+        }
+        (size, free)
+    }
+
     /// Space of the data vdevs (log devices are not pool capacity, as in ZFS).
     pub fn space(&self) -> SpaceInfo {
         let s = self.space.lock();
