@@ -105,7 +105,8 @@ for _ in $(seq 600); do
     sleep 0.1
 done
 pgrep -f -- "sysbench.*$TMPDIR.*--time=60 " >/dev/null || fail "the measured run never started: $(cat "$TMPDIR/err")"
-[[ -n $(losetup -a | grep -F -- "$IMGDIR") ]] || fail "the baseline's loop device is not attached"
+loops=$(losetup -a)
+[[ $loops == *"$IMGDIR"* ]] || fail "the baseline's loop device is not attached"
 sleep 1
 kill -INT "$BENCH"
 rc=0

@@ -12,8 +12,13 @@
 //! - `schedule`: the interleaved order of steps; `presets`: the classic studies.
 //! - `mariadb`: private servers; `sysbench`, `fio`: command lines and parsers.
 //! - `baseline`: loop-device file systems; `fsinfo`, `machine`, `tools`: facts.
-//! - `results`, `report`, `plot`: results.json, report.md, SVG/PNG plots.
+//! - `results`, `report`: results.json, report.md; `charts`, `plot`: which plots,
+//!   and drawing them as SVG and PNG.
 //! - `exec`, `signals`, `progress`: child processes, Ctrl-C, the progress bar.
+//!
+//! Invariants (kept by every study): bad input is refused before anything starts;
+//! everything started (servers, loop devices, mounts, temp files) is stopped or
+//! removed, also on failure and Ctrl-C; what was measured is always written out.
 
 pub mod baseline;
 pub mod charts;

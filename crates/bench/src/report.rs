@@ -238,8 +238,9 @@ pub fn mysql_report(r: &MysqlResults, plots: &[(String, String)]) -> String {
     let _ = writeln!(
         out,
         "Latency in milliseconds per transaction; QPS = queries/s, TPS = transactions/s; \
-         load = the machine's 1-minute load average after the point (on 2 cores, anything \
-         much above the benchmark's own load means other work skewed it).\n"
+         load = the machine's 1-minute load average after the point (it counts the \
+         benchmark's own threads too: compare it between targets at the same thread count; \
+         a much higher figure means other work on the machine skewed that point).\n"
     );
     for tg in &r.header.targets {
         for v in &r.variants {

@@ -307,18 +307,21 @@ mod tests {
                 target: "a".into(),
                 job: "j".into(),
                 pass: Some(0),
+                loadavg: 1.0,
                 result: r(10.0, Some(5.0)),
             },
             FioPoint {
                 target: "a".into(),
                 job: "j".into(),
                 pass: Some(1),
+                loadavg: 1.0,
                 result: r(30.0, Some(7.0)),
             },
             FioPoint {
                 target: "a".into(),
                 job: "k".into(),
                 pass: Some(0),
+                loadavg: 1.0,
                 result: r(1.0, None),
             },
         ];
