@@ -79,6 +79,36 @@ pub struct DatasetRecord {
     pub origin_txg: u64,
 }
 
+impl DatasetRecord {
+    /// A new, empty dataset (no object set yet, no snapshots, not a clone).
+    pub fn new(
+        id: u64,
+        name: &str,
+        parent: Option<u64>,
+        kind: DatasetKind,
+        props: BTreeMap<String, String>,
+        creation: u64,
+    ) -> Self {
+        DatasetRecord {
+            id,
+            name: name.to_string(),
+            parent,
+            kind,
+            props,
+            objset: BlkPtr::HOLE,
+            creation,
+            acct: AcctRecord::default(),
+            volblocksize: None,
+            prev_snap_txg: 0,
+            deadlist: 0,
+            deadlist_bytes: 0,
+            snapshots: vec![],
+            origin: None,
+            origin_txg: 0,
+        }
+    }
+}
+
 /// A snapshot: a kept object set root plus the dead list of blocks the previous
 /// snapshot referenced and this one does not.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -259,28 +259,22 @@ impl Store {
             local.insert(k.clone(), props::validate(k, v, false)?);
         }
         let pool = Arc::new(Pool::create(name, specs, copts)?);
+        Store::initialize(pool, local, opts)
+    }
+
+    /// A new pool's first commit: the catalog with the root dataset, in txg 1.
+    fn initialize(
+        pool: Arc<Pool>,
+        root_props: BTreeMap<String, String>,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
+        let name = pool.name();
         let catalog = Catalog {
             version: CATALOG_VERSION,
             next_id: 2,
             datasets: BTreeMap::from([(
                 1,
-                DatasetRecord {
-                    id: 1,
-                    name: name.to_string(),
-                    parent: None,
-                    kind: DatasetKind::Filesystem,
-                    props: local,
-                    objset: BlkPtr::HOLE,
-                    creation: now_s(),
-                    acct: AcctRecord::default(),
-                    volblocksize: None,
-                    prev_snap_txg: 0,
-                    deadlist: 0,
-                    deadlist_bytes: 0,
-                    snapshots: vec![],
-                    origin: None,
-                    origin_txg: 0,
-                },
+                DatasetRecord::new(1, &name, None, DatasetKind::Filesystem, root_props, now_s()),
             )]),
         };
         let store = Store::assemble(pool, catalog, BlkPtr::HOLE, 1, opts)?;
@@ -328,35 +322,7 @@ impl Store {
         let pool = Arc::new(Pool::create_on_devices_with_log(
             name, devices, mirror, log, 12,
         )?);
-        let catalog = Catalog {
-            version: CATALOG_VERSION,
-            next_id: 2,
-            datasets: BTreeMap::from([(
-                1,
-                DatasetRecord {
-                    id: 1,
-                    name: name.to_string(),
-                    parent: None,
-                    kind: DatasetKind::Filesystem,
-                    props: BTreeMap::new(),
-                    objset: BlkPtr::HOLE,
-                    creation: now_s(),
-                    acct: AcctRecord::default(),
-                    volblocksize: None,
-                    prev_snap_txg: 0,
-                    deadlist: 0,
-                    deadlist_bytes: 0,
-                    snapshots: vec![],
-                    origin: None,
-                    origin_txg: 0,
-                },
-            )]),
-        };
-        let store = Store::assemble(pool, catalog, BlkPtr::HOLE, 1, opts)?;
-        store.mos.create_object(1)?;
-        store.sync_txg()?;
-        store.start_thread();
-        Ok(store)
+        Store::initialize(pool, BTreeMap::new(), opts)
     }
 
     fn open_pool(pool: Arc<Pool>, opts: StoreOpts) -> Result<Arc<Store>> {
@@ -927,30 +893,11 @@ impl Store {
                 .map(|r| r.id);
             let id = st.catalog.next_id;
             st.catalog.next_id += 1;
-            st.catalog.datasets.insert(
-                id,
-                DatasetRecord {
-                    id,
-                    name: n.to_string(),
-                    parent,
-                    kind,
-                    props: local,
-                    objset: BlkPtr::HOLE,
-                    creation: now_s(),
-                    acct: AcctRecord::default(),
-                    volblocksize: vbs,
-                    prev_snap_txg: 0,
-                    deadlist: 0,
-                    deadlist_bytes: 0,
-                    snapshots: vec![],
-                    origin: None,
-                    origin_txg: 0,
-                },
-            );
-            let mut p = resolve_objset_props(&st.catalog, id);
-            if let Some(b) = vbs {
-                p.recordsize = b;
-            }
+            let mut rec = DatasetRecord::new(id, n, parent, kind, local, now_s());
+            rec.volblocksize = vbs;
+            st.catalog.datasets.insert(id, rec);
+            // resolve_objset_props applies a volume's block size as its record size.
+            let p = resolve_objset_props(&st.catalog, id);
             let os = ObjectSet::create(self.cache.clone(), p, txg);
             let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
             apply_props(&st.catalog, id, &ds);
@@ -1208,26 +1155,16 @@ impl Store {
         }
         let new_id = st.catalog.next_id;
         st.catalog.next_id += 1;
-        st.catalog.datasets.insert(
-            new_id,
-            DatasetRecord {
-                id: new_id,
-                name: new.to_string(),
-                parent: Some(parent),
-                kind: src.kind,
-                props: local,
-                objset: snap.objset,
-                creation: now_s(),
-                acct: snap.acct,
-                volblocksize: src.volblocksize,
-                prev_snap_txg: snap.txg,
-                deadlist: 0,
-                deadlist_bytes: 0,
-                snapshots: vec![],
-                origin: Some((id, snap.name.clone())),
-                origin_txg: snap.txg,
-            },
-        );
+        let mut rec = DatasetRecord::new(new_id, new, Some(parent), src.kind, local, now_s());
+        // The clone starts at the snapshot's root and shares every block born
+        // before it: those are never freed by the clone.
+        rec.objset = snap.objset;
+        rec.acct = snap.acct;
+        rec.volblocksize = src.volblocksize;
+        rec.prev_snap_txg = snap.txg;
+        rec.origin = Some((id, snap.name.clone()));
+        rec.origin_txg = snap.txg;
+        st.catalog.datasets.insert(new_id, rec);
         let txg = self.open_txg();
         let os = ObjectSet::open_fresh_log(
             self.cache.clone(),
@@ -1942,11 +1879,7 @@ fn refresh_props(st: &State) {
 
 /// Push a dataset's resolved properties into the layers that apply them.
 fn apply_props(cat: &Catalog, id: u64, h: &Dataset) {
-    let mut p = resolve_objset_props(cat, id);
-    if let Some(b) = cat.datasets[&id].volblocksize {
-        p.recordsize = b;
-    }
-    h.objset.set_props(p);
+    h.objset.set_props(resolve_objset_props(cat, id));
     h.set_policy(
         crate::dataset::SyncPolicy::parse(&resolve(cat, id, "sync").0),
         resolve(cat, id, "logbias").0 != "throughput",
