@@ -114,6 +114,10 @@ pub fn run(cli: Cli) -> CmdResult {
         }
         Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
         Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
+        Cmd::Snapshot(a) => crate::snapshot::snapshot(&mut ctx, a),
+        Cmd::Rollback(a) => crate::snapshot::rollback(&mut ctx, a),
+        Cmd::Clone(a) => crate::snapshot::clone(&mut ctx, a),
+        Cmd::Promote(a) => crate::snapshot::promote(&mut ctx, a),
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
     }

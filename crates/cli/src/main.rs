@@ -11,6 +11,7 @@
 mod commands;
 mod debug;
 mod mount;
+mod snapshot;
 mod status;
 mod table;
 
@@ -58,6 +59,14 @@ pub enum Cmd {
     Inherit(InheritArgs),
     /// Destroy a dataset
     Destroy(DestroyArgs),
+    /// Take an atomic snapshot of one or more filesystems: snapshot [-r] FS@SNAP...
+    Snapshot(snapshot::SnapshotArgs),
+    /// Roll a filesystem back to a snapshot (-r destroys newer snapshots)
+    Rollback(snapshot::RollbackArgs),
+    /// Create a writable clone of a snapshot: clone [-o PROP=VAL] FS@SNAP NEWFS
+    Clone(snapshot::CloneArgs),
+    /// Make a clone independent of its origin snapshot
+    Promote(snapshot::PromoteArgs),
     /// Mount a filesystem: mount FS [PATH] (default PATH: its mountpoint property)
     Mount(mount::MountArgs),
     /// Unmount a filesystem

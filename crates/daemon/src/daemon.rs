@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod mounts;
+mod snapshots;
 
 /// Result of one op: a JSON value, or a one-line message.
 pub type OpResult = Result<Value, String>;
@@ -87,6 +88,11 @@ pub const OPS: &[(&str, &[&str])] = &[
         ],
     ),
     ("ds.destroy", &["name", "recursive"]),
+    ("snap.create", &["names", "recursive"]),
+    ("snap.destroy", &["name"]),
+    ("snap.rollback", &["name", "recursive"]),
+    ("snap.clone", &["name", "target", "props"]),
+    ("snap.promote", &["name"]),
     ("ds.list", &["name", "recursive", "depth", "type", "props"]),
     ("ds.get", &["name", "props"]),
     ("ds.set", &["name", "prop", "value"]),
@@ -272,6 +278,7 @@ impl Daemon {
             "ds.inherit" => self.ds_inherit(&a),
             op if op.starts_with("obj.") => self.obj_op(op, &a),
             op if op.starts_with("fs.") => self.fs_op(op, &a),
+            op if op.starts_with("snap.") => self.snap_op(op, &a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -726,6 +733,9 @@ impl Daemon {
 
     fn ds_destroy(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
+        if name.contains('@') {
+            return self.snap_op("snap.destroy", a);
+        }
         let store = self.ds_store(&name)?;
         if !name.contains('/') {
             return Err(format!(
@@ -787,6 +797,20 @@ impl Daemon {
                 .find(|s| s.name() == pool_of(&info.name))
                 .ok_or_else(|| format!("dataset '{}' has no pool", info.name))?;
             rows.push(list_row(store, &info, &props)?);
+        }
+        if types.contains(&"snapshot") {
+            let cols: Vec<String> = if props.is_empty() {
+                ["name", "used", "available", "referenced", "mountpoint"]
+                    .map(String::from)
+                    .to_vec()
+            } else {
+                props.clone()
+            };
+            rows.extend(self.snapshot_rows(
+                name.as_deref(),
+                recursive || depth.is_some(),
+                &cols,
+            )?);
         }
         Ok(Value::Array(rows))
     }
