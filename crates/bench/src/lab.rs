@@ -145,6 +145,12 @@ impl Lab {
                 bail!("--baseline needs root (losetup, mkfs, mount)");
             }
             let image_dir = check_dir("--baseline-dir", &image_dir)?;
+            if fsinfo::fs_type(&image_dir) == "tmpfs" {
+                bail!(
+                    "--baseline-dir {} is on tmpfs: the baseline would live in RAM (use a disk-backed directory)",
+                    image_dir.display()
+                );
+            }
             let need: u64 = opts.baselines.iter().map(|b| b.size / 8).sum();
             let free = fsinfo::free_bytes(&image_dir)?;
             if free < need {
