@@ -27,6 +27,12 @@ assert_fails "$C" snapshot tank/data@s1
 assert_fails "$C" snapshot "tank/data@bad name"
 assert_fails "$C" snapshot tank/nosuch@x
 
+note "user properties on a snapshot (binlog positions are recorded this way)"
+assert_ok "$C" set com.cachalot:binlog=mysql-bin.000042:1337 tank/data@s1
+assert_eq "$(assert_ok "$C" get -H -o value com.cachalot:binlog tank/data@s1)" "mysql-bin.000042:1337" "snapshot user property"
+assert_fails "$C" set recordsize=16K tank/data@s1
+assert_eq "$(assert_ok "$C" get -H -o value type tank/data@s1)" "snapshot" "snapshot type"
+
 note "overwrite: the snapshot keeps the old data, and says how much"
 assert_ok "$C" debug write tank/data "$obj" --seed 3 --len 4M
 assert_ok "$C" debug fsync tank/data
@@ -66,4 +72,5 @@ stop_daemon
 start_daemon
 out=$(assert_ok "$C" list -H -t snapshot -o name)
 assert_eq "$out" "tank/copy@s1" "snapshots after a restart"
+assert_eq "$(assert_ok "$C" get -H -o value com.cachalot:binlog tank/copy@s1)" "mysql-bin.000042:1337" "user property kept across promote and restart"
 stop_daemon

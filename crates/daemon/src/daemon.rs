@@ -338,6 +338,17 @@ impl Daemon {
         }
     }
 
+    /// The store of a dataset or of a snapshot (`FS@SNAP`).
+    fn ds_or_snap_store(&self, name: &str) -> Result<Arc<Store>, String> {
+        match name.split_once('@') {
+            Some(_) => {
+                let (fs, _) = snapshots::split_snapshot_name(name)?;
+                self.store(pool_of(fs))
+            }
+            None => self.ds_store(name),
+        }
+    }
+
     fn ds_store(&self, ds: &str) -> Result<Arc<Store>, String> {
         validate_dataset_name(ds)?;
         self.store(pool_of(ds))
@@ -817,7 +828,7 @@ impl Daemon {
 
     fn ds_get(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
-        let store = self.ds_store(&name)?;
+        let store = self.ds_or_snap_store(&name)?;
         let props: Vec<String> = a
             .str_list("props")?
             .iter()
@@ -852,7 +863,7 @@ impl Daemon {
         if value.len() > 8192 || value.contains(['\n', '\0']) {
             return Err(format!("invalid value for property '{prop}'"));
         }
-        let store = self.ds_store(&name)?;
+        let store = self.ds_or_snap_store(&name)?;
         store.set_prop(&name, &prop, &value).map_err(se)?;
         Ok(json!({ "name": name, "property": prop, "value": value }))
     }

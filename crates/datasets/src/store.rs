@@ -1283,6 +1283,71 @@ impl Store {
             .collect())
     }
 
+    /// Snapshots carry only user properties (`com.example:key`): the MySQL
+    /// integration records binlog and GTID positions there. Open context edits
+    /// them; commits keep what open context set.
+    fn set_snapshot_prop(&self, full: &str, prop: &str, value: &str) -> Result<()> {
+        if !props::is_user_prop(prop) {
+            return Err(StoreError::Invalid(format!(
+                "snapshots are read-only: only user properties (like com.example:key) can be set on '{full}'"
+            )));
+        }
+        let canon = props::validate(prop, value, false)?;
+        let mut st = self.state.lock();
+        let (id, idx) = self.find_snapshot(&st, full)?;
+        let rec = st.catalog.datasets.get_mut(&id).expect("found above");
+        rec.snapshots[idx].props.insert(prop.to_string(), canon);
+        st.catalog_dirty = true;
+        Ok(())
+    }
+
+    /// Properties of a snapshot: its statistics and user properties.
+    fn snapshot_props(&self, full: &str, which: Option<&[String]>) -> Result<Vec<PropRow>> {
+        let info = self
+            .list_snapshots(Some(split_snapshot(full)?.0))?
+            .into_iter()
+            .find(|s| s.name == full)
+            .ok_or_else(|| StoreError::NotFound(full.into()))?;
+        let user = {
+            let st = self.state.lock();
+            let (id, idx) = self.find_snapshot(&st, full)?;
+            st.catalog.datasets[&id].snapshots[idx].props.clone()
+        };
+        let mut all: Vec<String> = ["type", "creation", "used", "referenced", "written"]
+            .map(String::from)
+            .to_vec();
+        all.extend(user.keys().cloned());
+        let list: Vec<String> = match which {
+            Some(w) if !w.iter().any(|p| p == "all") => w.to_vec(),
+            _ => all,
+        };
+        let mut out = Vec::new();
+        for p in list {
+            let (raw, source) = match p.as_str() {
+                "type" => ("snapshot".to_string(), "-"),
+                "creation" => (info.creation.to_string(), "-"),
+                "used" => (info.used.to_string(), "-"),
+                "referenced" | "refer" => (info.referenced.to_string(), "-"),
+                "written" => (info.written.to_string(), "-"),
+                p if props::is_user_prop(p) => match user.get(p) {
+                    Some(v) => (v.clone(), "local"),
+                    None => ("-".to_string(), "-"),
+                },
+                p if props::SETTABLE.contains(&p) || props::READONLY.contains(&p) => {
+                    ("-".to_string(), "-")
+                }
+                p => return Err(StoreError::Invalid(format!("invalid property '{p}'"))),
+            };
+            out.push(PropRow {
+                value: props::humanize(&p, &raw),
+                property: p,
+                raw,
+                source: source.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
     /// Rename a dataset without children (receive moves `FS%recv` into place).
     pub(crate) fn rename_leaf(&self, old: &str, new: &str) -> Result<()> {
         let _c = self.commit_lock.lock();
@@ -1475,6 +1540,9 @@ impl Store {
 
     pub fn get_props(&self, name: &str, which: Option<&[String]>) -> Result<Vec<PropRow>> {
         self.check_live()?;
+        if name.contains('@') {
+            return self.snapshot_props(name, which);
+        }
         let st = self.state.lock();
         let rec = st
             .catalog
@@ -1605,6 +1673,9 @@ impl Store {
 
     pub fn set_prop(&self, name: &str, prop: &str, value: &str) -> Result<()> {
         self.check_live()?;
+        if name.contains('@') {
+            return self.set_snapshot_prop(name, prop, value);
+        }
         let mut st = self.state.lock();
         let rec = st
             .catalog
