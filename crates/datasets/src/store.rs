@@ -202,6 +202,18 @@ fn split_snapshot(full: &str) -> Result<(&str, &str)> {
     Ok((fs, snap))
 }
 
+/// Refuse to remove snapshot `snap` of dataset `id` while a clone depends on it.
+fn check_no_clones(cat: &Catalog, id: u64, snap: &str) -> Result<()> {
+    let origin = Some((id, snap.to_string()));
+    match cat.datasets.values().find(|d| d.origin == origin) {
+        Some(c) => Err(StoreError::Busy(format!(
+            "snapshot '{}@{snap}' has dependent clones (e.g. '{}')",
+            cat.datasets[&id].name, c.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Identity of a snapshot, for send and receive.
 #[derive(Clone, Debug)]
 pub(crate) struct SnapshotMeta {
@@ -1038,17 +1050,7 @@ impl Store {
             let mut st = self.state.lock();
             let (id, idx) = self.find_snapshot(&st, full)?;
             let snap = st.catalog.datasets[&id].snapshots[idx].name.clone();
-            if let Some(c) = st
-                .catalog
-                .datasets
-                .values()
-                .find(|d| d.origin == Some((id, snap.clone())))
-            {
-                return Err(StoreError::Busy(format!(
-                    "snapshot '{full}' has dependent clones (e.g. '{}')",
-                    c.name
-                )));
-            }
+            check_no_clones(&st.catalog, id, &snap)?;
             st.snap_ops
                 .push(crate::snapshot::SnapOp::Destroy { id, name: snap });
             st.catalog_dirty = true;
@@ -1078,17 +1080,7 @@ impl Store {
                 )));
             }
             for n in &newer {
-                if let Some(c) = st
-                    .catalog
-                    .datasets
-                    .values()
-                    .find(|d| d.origin == Some((id, n.clone())))
-                {
-                    return Err(StoreError::Busy(format!(
-                        "snapshot '{}@{n}' has dependent clones (e.g. '{}')",
-                        rec.name, c.name
-                    )));
-                }
+                check_no_clones(&st.catalog, id, n)?;
             }
             if st.handles.get(&id).is_some_and(|h| h.busy()) {
                 return Err(StoreError::Busy(format!(
