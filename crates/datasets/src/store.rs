@@ -1468,12 +1468,7 @@ impl Store {
     pub(crate) fn available_in(&self, cat: &Catalog, id: u64) -> u64 {
         let space = self.pool.space();
         let slop = slop_space(space.size);
-        let reserved_elsewhere: u64 = cat
-            .datasets
-            .values()
-            .filter(|d| !cat.ancestry(id).contains(&d.id))
-            .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
-            .sum();
+        let reserved_elsewhere = reserved_elsewhere(cat, id);
         let dirty = self.dirty.load(Ordering::Relaxed);
         let mut avail = space.free.saturating_sub(slop + reserved_elsewhere + dirty);
         for a in cat.ancestry(id) {
@@ -1497,12 +1492,7 @@ impl Store {
         let est = bytes + bytes / 8 + 4096;
         let (size, free) = self.pool.space_totals();
         let dirty = self.dirty.load(Ordering::Relaxed);
-        let reserved_elsewhere: u64 = cat
-            .datasets
-            .values()
-            .filter(|d| !cat.ancestry(id).contains(&d.id))
-            .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
-            .sum();
+        let reserved_elsewhere = reserved_elsewhere(cat, id);
         let need = slop_space(size) + reserved_elsewhere + dirty + dirty / 4 + est;
         // Only free space in extents that can hold this dataset's records counts
         // (no gang blocks: a record must be contiguous); metadata needs 16K pieces.
@@ -1947,6 +1937,17 @@ fn apply_props(cat: &Catalog, id: u64, h: &Dataset) {
         crate::dataset::SyncPolicy::parse(&resolve(cat, id, "sync").0),
         resolve(cat, id, "logbias").0 != "throughput",
     );
+}
+
+/// Space other datasets' unused reservations hold back from dataset `id` (its own
+/// and its ancestors' reservations are space it may use).
+fn reserved_elsewhere(cat: &Catalog, id: u64) -> u64 {
+    let mine = cat.ancestry(id);
+    cat.datasets
+        .values()
+        .filter(|d| !mine.contains(&d.id))
+        .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
+        .sum()
 }
 
 fn num_prop(d: &DatasetRecord, p: &str) -> u64 {
