@@ -24,21 +24,6 @@ struct Run {
     acked: u64,
 }
 
-fn snap_content(store: &Store, full: &str) -> BTreeMap<u64, Vec<u8>> {
-    let ds = store.snapshot_dataset(full).unwrap();
-    ds.list_objects()
-        .unwrap()
-        .into_iter()
-        .map(|id| {
-            (
-                id,
-                ds.read(id, 0, ds.object_size(id).unwrap() as usize)
-                    .unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// Apply `f` (an operation that commits one or more txgs): while it runs, the
 /// txgs it may commit may hold the state before or after it (a receive hides its
 /// half-done part); once it returned, its last txg holds the state after. False

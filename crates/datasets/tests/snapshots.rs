@@ -51,18 +51,6 @@ fn check_space(store: &Store, ctx: &str) {
     );
 }
 
-fn snap_content(store: &Store, full: &str) -> BTreeMap<u64, Vec<u8>> {
-    let ds = store.snapshot_dataset(full).unwrap();
-    ds.list_objects()
-        .unwrap()
-        .into_iter()
-        .map(|id| {
-            let size = ds.object_size(id).unwrap();
-            (id, ds.read(id, 0, size as usize).unwrap())
-        })
-        .collect()
-}
-
 fn run(seed: u64, rounds: usize) {
     let mut rng = Rng(seed);
     let mut devs = sim_devices(1, 128 << 20);

@@ -9,20 +9,6 @@ use common::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-fn contents(ds: &cachalot_datasets::Dataset) -> BTreeMap<u64, Vec<u8>> {
-    ds.list_objects()
-        .unwrap()
-        .into_iter()
-        .map(|id| {
-            (
-                id,
-                ds.read(id, 0, ds.object_size(id).unwrap() as usize)
-                    .unwrap(),
-            )
-        })
-        .collect()
-}
-
 fn pool(name: &str) -> Arc<Store> {
     Store::create_on_devices(
         name,

@@ -137,3 +137,23 @@ pub fn random_op(rng: &mut Rng, store: &Store, model: &mut Model, max_obj_size: 
         model_write(objs.get_mut(&id).unwrap(), off, &data);
     }
 }
+
+/// Every object of a dataset (or snapshot handle) with its whole content.
+pub fn contents(ds: &cachalot_datasets::Dataset) -> BTreeMap<u64, Vec<u8>> {
+    ds.list_objects()
+        .unwrap()
+        .into_iter()
+        .map(|id| {
+            (
+                id,
+                ds.read(id, 0, ds.object_size(id).unwrap() as usize)
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The content of snapshot `full`.
+pub fn snap_content(store: &Store, full: &str) -> BTreeMap<u64, Vec<u8>> {
+    contents(&store.snapshot_dataset(full).unwrap())
+}
