@@ -110,7 +110,7 @@ impl Dataset {
     /// The store, for an operation that changes something.
     fn store_rw(&self) -> Result<Arc<Store>> {
         if self.readonly {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::ReadOnly(format!(
                 "'{}' is a snapshot: it is read-only",
                 self.name()
             )));
@@ -217,6 +217,34 @@ impl Dataset {
     /// with concurrent sync writers.
     pub fn write_sync(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
         self.write_inner(obj, off, data, true)
+    }
+
+    /// A write of `receive`, which fills a hidden dataset that a crash discards
+    /// whole: nothing is logged in the intent log (a log record would copy every
+    /// byte of the stream once more).
+    pub(crate) fn write_unlogged(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        let s = self.store_rw()?;
+        self.reserve(&s, data.len() as u64)?;
+        s.throttle()?;
+        {
+            let _txg = self.objset.hold_txg();
+            self.objset.write(obj, off, data)?;
+        }
+        s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A hole of `receive` (unlogged, as `write_unlogged`), bounded by the data
+    /// present in the range, whatever its length.
+    pub(crate) fn punch_unlogged(&self, obj: u64, off: u64, len: u64) -> Result<()> {
+        let s = self.store_rw()?;
+        s.throttle()?;
+        {
+            let _txg = self.objset.hold_txg();
+            self.objset.punch(obj, off, len)?;
+        }
+        s.dirty.fetch_add(4096, Ordering::Relaxed);
+        Ok(())
     }
 
     fn write_inner(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {

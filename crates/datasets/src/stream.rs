@@ -106,6 +106,11 @@ impl Reader<'_> {
             .read_exact(&mut header)
             .map_err(|_| bad("stream is truncated (no END record)"))?;
         let len = u32::from_le_bytes(header[4..8].try_into().unwrap());
+        if self.stats.records == 0 && header[0] != REC_BEGIN {
+            return Err(bad(
+                "this is not a cachalot send stream (it does not start with a BEGIN record)",
+            ));
+        }
         if len > MAX_PAYLOAD || header[1..4] != [0, 0, 0] {
             return Err(bad("stream is corrupt (bad record header)"));
         }
@@ -130,6 +135,49 @@ impl Reader<'_> {
         self.stats.bytes += 40 + len as u64;
         (self.progress)(self.stats.bytes);
         Ok((header[0], payload, before))
+    }
+}
+
+/// Consecutive blocks to free in one object, sent as one FREE record.
+struct FreeRuns {
+    id: u64,
+    bs: u64,
+    size: u64,
+    run: Option<(u64, u64)>,
+}
+
+impl FreeRuns {
+    fn new(id: u64, bs: u64, size: u64) -> Self {
+        FreeRuns {
+            id,
+            bs,
+            size,
+            run: None,
+        }
+    }
+
+    fn add(&mut self, w: &mut Writer, first: u64, count: u64) -> Result<()> {
+        match &mut self.run {
+            Some((f, c)) if *f + *c == first => *c += count,
+            _ => {
+                self.flush(w)?;
+                self.run = Some((first, count));
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, w: &mut Writer) -> Result<()> {
+        let Some((first, count)) = self.run.take() else {
+            return Ok(());
+        };
+        let off = first * self.bs;
+        let len = count.saturating_mul(self.bs).min(self.size - off);
+        let mut p = Vec::with_capacity(24);
+        p.extend_from_slice(&self.id.to_le_bytes());
+        p.extend_from_slice(&off.to_le_bytes());
+        p.extend_from_slice(&len.to_le_bytes());
+        w.record(REC_FREE, &p)
     }
 }
 
@@ -229,34 +277,52 @@ impl Store {
             w.record(REC_OBJECT, &obj)?;
             w.stats.objects += 1;
             let bs = si.blksz as u64;
-            for b in 0..si.size.div_ceil(bs) {
-                let bp = s_os.block_pointer(id, b)?;
-                let fbp = match (&f_ds, same_lineage) {
-                    (Some(f), true) => Some(f.objset().block_pointer(id, b)?),
-                    _ => None,
-                };
-                if fbp == Some(bp) {
+            let nblocks = si.size.div_ceil(bs);
+            // The receiver's object already holds the base's blocks only when the
+            // object kept its lineage; otherwise it starts empty and holes are
+            // implicit.
+            let base = match (&f_ds, same_lineage) {
+                (Some(f), true) => Some(f.objset()),
+                _ => None,
+            };
+            let mut frees = FreeRuns::new(id, bs, si.size);
+            let mut b = 0;
+            while b < nblocks {
+                let (bp, run) = s_os.block_pointer_run(id, b)?;
+                if bp.is_hole() {
+                    // A hole subtree at a time; only the base's data in it is freed.
+                    let n = run.min(nblocks - b);
+                    if let Some(fo) = base {
+                        let mut fb = b;
+                        while fb < b + n {
+                            let (fbp, frun) = fo.block_pointer_run(id, fb)?;
+                            let m = frun.min(b + n - fb);
+                            if !fbp.is_hole() {
+                                frees.add(&mut w, fb, m)?;
+                            }
+                            fb += m;
+                        }
+                    }
+                    b += n;
                     continue;
                 }
-                let off = b * bs;
-                if bp.is_hole() {
-                    if fbp.is_some_and(|f| f.is_hole()) {
+                if let Some(fo) = base {
+                    if fo.block_pointer(id, b)? == bp {
+                        b += 1;
                         continue;
                     }
-                    let mut p = Vec::with_capacity(24);
-                    p.extend_from_slice(&id.to_le_bytes());
-                    p.extend_from_slice(&off.to_le_bytes());
-                    p.extend_from_slice(&bs.min(si.size - off).to_le_bytes());
-                    w.record(REC_FREE, &p)?;
-                } else {
-                    let data = s_os.read(id, off, bs as usize)?;
-                    let mut p = Vec::with_capacity(16 + data.len());
-                    p.extend_from_slice(&id.to_le_bytes());
-                    p.extend_from_slice(&off.to_le_bytes());
-                    p.extend_from_slice(&data);
-                    w.record(REC_WRITE, &p)?;
                 }
+                frees.flush(&mut w)?;
+                let off = b * bs;
+                let data = s_os.read(id, off, bs as usize)?;
+                let mut p = Vec::with_capacity(16 + data.len());
+                p.extend_from_slice(&id.to_le_bytes());
+                p.extend_from_slice(&off.to_le_bytes());
+                p.extend_from_slice(&data);
+                w.record(REC_WRITE, &p)?;
+                b += 1;
             }
+            frees.flush(&mut w)?;
         }
         let mut end = Vec::with_capacity(40);
         end.extend_from_slice(&(w.stats.records + 1).to_le_bytes());
@@ -313,8 +379,8 @@ impl Store {
         let exists = self.dataset(fs).is_ok();
         if begin.from_guid == 0 {
             if exists && !force {
-                return Err(StoreError::Exists(format!(
-                    "{fs} (use -F to replace it with a full stream)"
+                return Err(StoreError::Invalid(format!(
+                    "receive: '{fs}' already exists: use -F to replace it with a full stream"
                 )));
             }
             let mut props = vec![("recordsize".to_string(), begin.recordsize.to_string())];
@@ -435,16 +501,9 @@ impl Store {
                         )));
                     }
                     if ty == REC_WRITE {
-                        ds.write(id, off, &p[16..])?;
+                        ds.write_unlogged(id, off, &p[16..])?;
                     } else {
-                        // Holes: zeros become holes again when the record is compressed.
-                        let zeros = vec![0u8; len.min(1 << 20) as usize];
-                        let mut done = 0;
-                        while done < len {
-                            let n = (len - done).min(zeros.len() as u64);
-                            ds.write(id, off + done, &zeros[..n as usize])?;
-                            done += n;
-                        }
+                        ds.punch_unlogged(id, off, len)?;
                     }
                 }
                 REC_END => {

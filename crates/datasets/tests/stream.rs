@@ -90,6 +90,84 @@ fn full_and_incremental_chain_round_trip() {
         .all(|d| !d.name.contains('%')));
 }
 
+/// Huge sparse objects: a full stream carries only their data, an incremental
+/// frees what became a hole in a few records, and receive's work follows the data,
+/// not the length (a 1 PiB hole must not take 2^36 steps on either side).
+#[test]
+fn sparse_objects_stream_their_data_only() {
+    let src = pool("src");
+    let dst = pool("dst");
+    src.create_dataset(
+        "src/sp",
+        DatasetKind::Filesystem,
+        None,
+        &[
+            ("recordsize".into(), "16K".into()),
+            ("compression".into(), "off".into()),
+        ],
+        false,
+    )
+    .unwrap();
+    let ds = src.dataset("src/sp").unwrap();
+    let huge = 1u64 << 50;
+    let id = ds.create_object().unwrap();
+    let head = Rng(1).bytes(64 << 10);
+    let tail = Rng(2).bytes(32 << 10);
+    ds.write(id, 0, &head).unwrap();
+    ds.write(id, huge - tail.len() as u64, &tail).unwrap();
+    src.snapshot(&["src/sp@a".into()]).unwrap();
+    let full = send(&src, "src/sp@a", None);
+    assert!(
+        full.len() < 200 << 10,
+        "a full stream of 96K of data in a 1 PiB object is {} bytes",
+        full.len()
+    );
+    recv(&dst, "dst/sp", &full, false).unwrap();
+    let copy = dst.dataset("dst/sp").unwrap();
+    assert_eq!(copy.object_size(id).unwrap(), huge);
+    assert_eq!(copy.read(id, 0, head.len()).unwrap(), head);
+    assert_eq!(
+        copy.read(id, huge - tail.len() as u64, tail.len()).unwrap(),
+        tail
+    );
+    assert_eq!(copy.read(id, 1 << 40, 4096).unwrap(), vec![0u8; 4096]);
+
+    // The data becomes holes again (truncated away, then the size restored), and
+    // one new block appears in the middle.
+    ds.truncate(id, 16 << 10).unwrap();
+    ds.truncate(id, huge).unwrap();
+    let mid = Rng(3).bytes(16 << 10);
+    ds.write(id, 1 << 45, &mid).unwrap();
+    src.snapshot(&["src/sp@b".into()]).unwrap();
+    let inc = send(&src, "src/sp@b", Some("@a"));
+    assert!(inc.len() < 100 << 10, "incremental is {} bytes", inc.len());
+    recv(&dst, "dst/sp", &inc, false).unwrap();
+    let copy = dst.dataset("dst/sp").unwrap();
+    let want = src.snapshot_dataset("src/sp@b").unwrap();
+    for (off, len) in [
+        (0u64, 64usize << 10),
+        (huge - (32 << 10), 32 << 10),
+        (1 << 45, 16 << 10),
+    ] {
+        assert_eq!(
+            copy.read(id, off, len).unwrap(),
+            want.read(id, off, len).unwrap(),
+            "range at {off} differs after the incremental"
+        );
+    }
+    assert_eq!(
+        copy.read(id, 16 << 10, 48 << 10).unwrap(),
+        vec![0u8; 48 << 10]
+    );
+    dst.sync().unwrap();
+    // Freed blocks are holes on disk, not stored zeros (compression is off).
+    let used = dst.list(Some("dst/sp"), false).unwrap()[0].referenced;
+    assert!(
+        used < 1 << 20,
+        "the copy references {used} bytes after the holes"
+    );
+}
+
 #[test]
 fn hostile_streams_leave_nothing_behind() {
     let src = pool("src");

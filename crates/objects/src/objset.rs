@@ -24,7 +24,7 @@ use crate::zil::{Record, Zil, ZilHeader};
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Errors of the object layer.
@@ -385,8 +385,15 @@ impl ObjectSet {
 
     /// Walk a tree to the pointer of level-0 block `blkid`.
     fn lookup(&self, phys: &DnodePhys, blkid: u64) -> Result<BlkPtr> {
+        Ok(self.lookup_run(phys, blkid)?.0)
+    }
+
+    /// Walk a tree to the pointer of level-0 block `blkid`, and say for how many
+    /// blocks from `blkid` on the answer holds: 1 for data, the rest of the
+    /// hole's subtree for a hole (so sparse ranges are skipped a subtree at a time).
+    fn lookup_run(&self, phys: &DnodePhys, blkid: u64) -> Result<(BlkPtr, u64)> {
         if phys.root.is_hole() || blkid >= phys.capacity() {
-            return Ok(BlkPtr::HOLE);
+            return Ok((BlkPtr::HOLE, u64::MAX - blkid));
         }
         let mut bp = phys.root;
         let mut level = phys.nlevels - 1;
@@ -399,12 +406,13 @@ impl ObjectSet {
             let child = BlkPtr::decode(&block[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE])
                 .ok_or_else(|| corrupt(&bp, "malformed block pointer"))?;
             if child.is_hole() {
-                return Ok(BlkPtr::HOLE);
+                let sp = span(level - 1);
+                return Ok((BlkPtr::HOLE, (blkid / sp + 1) * sp - blkid));
             }
             bp = child;
             level -= 1;
         }
-        Ok(bp)
+        Ok((bp, 1))
     }
 
     fn read_tree_record(
@@ -514,6 +522,66 @@ impl ObjectSet {
             self.load(&mut inner, id)?.phys.clone()
         };
         self.lookup(&phys, blkid)
+    }
+
+    /// The synced pointer of block `blkid` of object `id` and how many blocks from
+    /// `blkid` on it stands for (see `lookup_run`).
+    pub fn block_pointer_run(&self, id: u64, blkid: u64) -> Result<(BlkPtr, u64)> {
+        let phys = {
+            let mut inner = self.inner.lock();
+            self.load(&mut inner, id)?.phys.clone()
+        };
+        self.lookup_run(&phys, blkid)
+    }
+
+    /// Make `[off, off + len)` of object `id` read as zeros, whole records becoming
+    /// holes. The work is bounded by the records that hold data in the range, not
+    /// by its length (a received stream may name 2^60 bytes), because the synced
+    /// tree is walked a hole subtree at a time.
+    pub fn punch(&self, id: u64, off: u64, len: u64) -> Result<()> {
+        let cache_data = self.props().cache_data;
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        self.load(inner, id)?;
+        let st = inner.objects.get_mut(&id).unwrap();
+        let end = off.saturating_add(len).min(st.size);
+        if off >= end {
+            return Ok(());
+        }
+        let bs = st.blksz as u64;
+        let (first, last) = (off / bs, (end - 1) / bs);
+        let mut targets: BTreeSet<u64> = BTreeSet::new();
+        for layer in [Some(&st.open), st.syncing.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            targets.extend(layer.records.range(first..=last).map(|(k, _)| *k));
+        }
+        let mut b = first;
+        while b <= last {
+            let (bp, run) = self.lookup_run(&st.phys, b)?;
+            if !bp.is_hole() {
+                targets.insert(b);
+            }
+            b = b.saturating_add(run.max(1));
+        }
+        // Tree reads above happen under the lock: punch is rare (receive), and
+        // each read is of an indirect block the walk needs anyway.
+        for blkid in targets {
+            let (a, z) = (blkid * bs, (blkid + 1) * bs);
+            let rec: Arc<[u8]> = if off <= a && end >= z {
+                Arc::from(Vec::new())
+            } else {
+                let Some(r) = self.get_record(st, blkid, cache_data)? else {
+                    continue;
+                };
+                let mut v = r.to_vec();
+                v[(off.max(a) - a) as usize..(end.min(z) - a) as usize].fill(0);
+                v.into()
+            };
+            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
+        }
+        Ok(())
     }
 
     /// The last synced tree root of object `id`: equal roots mean equal content.
@@ -849,10 +917,14 @@ impl ObjectSet {
             let mut changes = Vec::with_capacity(w.layer.records.len());
             for (blkid, rec) in &w.layer.records {
                 let mut rec = rec.clone();
+                // An empty record is a punched hole (see `punch`).
+                let punched = rec.is_empty();
                 if rec.len() != w.blksz as usize {
                     rec = resized(&rec, w.blksz);
                 }
-                let bp = if ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0) {
+                let bp = if punched
+                    || (ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0))
+                {
                     BlkPtr::HOLE
                 } else {
                     let bp = self.cache.pool.write_block(
