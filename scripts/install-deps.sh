@@ -27,6 +27,7 @@ mount            test
 fonts-dejavu-core test
 stress-ng        test
 python3          test
+attr             test
 '
 
 usage() {

@@ -55,13 +55,17 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn call(&mut self, op: &str, args: Value) -> Result<Value, String> {
+        self.client()?.call(op, args)
+    }
+
+    /// The connection to the daemon, made on first use.
+    pub fn client(&mut self) -> Result<&mut Client, String> {
         if self.client.is_none() {
             self.client = Some(Client::connect(&self.socket)?);
         }
-        match self.client.as_mut() {
-            Some(c) => c.call(op, args),
-            None => Err("not connected".into()),
-        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| "not connected".to_string())
     }
 }
 
@@ -118,6 +122,8 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Rollback(a) => crate::snapshot::rollback(&mut ctx, a),
         Cmd::Clone(a) => crate::snapshot::clone(&mut ctx, a),
         Cmd::Promote(a) => crate::snapshot::promote(&mut ctx, a),
+        Cmd::Send(a) => crate::stream::send(&mut ctx, a),
+        Cmd::Receive(a) => crate::stream::receive(&mut ctx, a),
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
     }

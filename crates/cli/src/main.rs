@@ -13,6 +13,7 @@ mod debug;
 mod mount;
 mod snapshot;
 mod status;
+mod stream;
 mod table;
 
 use cachalot_daemon::parse_size;
@@ -67,6 +68,11 @@ pub enum Cmd {
     Clone(snapshot::CloneArgs),
     /// Make a clone independent of its origin snapshot
     Promote(snapshot::PromoteArgs),
+    /// Write a snapshot (or, with -i, the changes since an older one) to stdout
+    Send(stream::SendArgs),
+    /// Create a filesystem (or its next snapshot) from a stream on stdin
+    #[command(alias = "recv")]
+    Receive(stream::ReceiveArgs),
     /// Mount a filesystem: mount FS [PATH] (default PATH: its mountpoint property)
     Mount(mount::MountArgs),
     /// Unmount a filesystem

@@ -53,6 +53,11 @@ impl Client {
 
     /// Send one request; the result, or the daemon's (or a transport) error message.
     pub fn call(&mut self, op: &str, args: Value) -> Result<Value, String> {
+        self.send_request(op, args)?;
+        self.read_response()
+    }
+
+    fn send_request(&mut self, op: &str, args: Value) -> Result<(), String> {
         let req = Request::new(op, args);
         let mut line = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
         line.push(b'\n');
@@ -64,7 +69,24 @@ impl Client {
             )
         };
         self.writer.write_all(&line).map_err(lost)?;
-        self.writer.flush().map_err(lost)?;
+        self.writer.flush().map_err(lost)
+    }
+
+    /// The connection's buffered read side. After a streaming op's "go" answer
+    /// (`stream.send`, `stream.receive`, see [`crate::frames`]) the frames are read
+    /// from here or written to [`writer`](Self::writer), and the outcome is then
+    /// taken with [`read_response`](Self::read_response).
+    pub fn reader(&mut self) -> &mut BufReader<UnixStream> {
+        &mut self.reader
+    }
+
+    /// The connection's write side (for a streaming op's frames).
+    pub fn writer(&mut self) -> &mut UnixStream {
+        &mut self.writer
+    }
+
+    /// Read one response line: the result, or the error message.
+    pub fn read_response(&mut self) -> Result<Value, String> {
         let mut resp = String::new();
         let n = self.reader.read_line(&mut resp).map_err(|e| {
             format!(

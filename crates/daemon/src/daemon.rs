@@ -33,6 +33,9 @@ use std::time::Duration;
 
 mod mounts;
 mod snapshots;
+mod streams;
+
+pub use streams::{is_stream_op, STREAM_OPS};
 
 /// Result of one op: a JSON value, or a one-line message.
 pub type OpResult = Result<Value, String>;
@@ -239,6 +242,11 @@ impl Daemon {
         }
     }
 
+    /// True once `shutdown` has begun (requests are then refused).
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
     /// Answer one request. Never panics.
     pub fn handle(&self, req: &Request) -> Response {
         if self.shutting_down.load(Ordering::SeqCst) {
@@ -256,6 +264,12 @@ impl Daemon {
     }
 
     fn dispatch(&self, req: &Request) -> OpResult {
+        if is_stream_op(&req.op) {
+            return Err(format!(
+                "'{}' carries a byte stream: it is served on the unix socket only (cachalot send / receive)",
+                req.op
+            ));
+        }
         let Some((_, allowed)) = OPS.iter().find(|(n, _)| *n == req.op) else {
             return Err(format!("unknown operation '{}'", req.op));
         };
@@ -822,6 +836,13 @@ impl Daemon {
                 recursive || depth.is_some(),
                 &cols,
             )?);
+            // As zfs lists them: each dataset's snapshots right after it, oldest
+            // first (the sort is stable and snapshot rows come oldest first).
+            rows.sort_by_cached_key(|r| {
+                let name = r["name"].as_str().unwrap_or_default();
+                let (fs, snap) = name.split_once('@').unwrap_or((name, ""));
+                (tree_key(fs), !snap.is_empty())
+            });
         }
         Ok(Value::Array(rows))
     }

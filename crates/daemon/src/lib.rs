@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod daemon;
+pub mod frames;
 pub mod http;
 pub mod pattern;
 pub mod proto;

@@ -9,7 +9,7 @@
 //! - A request line longer than [`MAX_LINE`] gets an error and the connection closes;
 //!   nothing a client sends can panic or stop the accept loop.
 
-use crate::daemon::Daemon;
+use crate::daemon::{is_stream_op, Daemon};
 use crate::proto::{parse_request, Response};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -111,6 +111,11 @@ pub fn handle_conn(stream: UnixStream, daemon: &Daemon) {
             Err(_) => Response::err("malformed request: not UTF-8"),
             Ok(line) if line.trim().is_empty() => continue,
             Ok(line) => match parse_request(line.trim()) {
+                Ok(req) if is_stream_op(&req.op) => {
+                    // The connection carries a byte stream now; it ends with it.
+                    daemon.handle_stream(&req, &mut reader, &mut writer);
+                    return;
+                }
                 Ok(req) => daemon.handle(&req),
                 Err(e) => Response::err(e),
             },

@@ -15,6 +15,8 @@ pub enum StoreError {
     Invalid(String),
     #[error("{0}")]
     Busy(String),
+    #[error("{0}")]
+    ReadOnly(String),
     #[error("disk quota exceeded on '{0}'")]
     Quota(String),
     #[error("out of space in pool '{0}'")]
@@ -44,6 +46,7 @@ impl StoreError {
             StoreError::Exists(_) => libc_errno::EEXIST,
             StoreError::Invalid(_) => libc_errno::EINVAL,
             StoreError::Busy(_) => libc_errno::EBUSY,
+            StoreError::ReadOnly(_) => libc_errno::EROFS,
             StoreError::Quota(_) => libc_errno::EDQUOT,
             StoreError::NoSpace(_) => libc_errno::ENOSPC,
             StoreError::Exported(_) => libc_errno::EIO,
@@ -64,5 +67,6 @@ pub mod libc_errno {
     pub const EEXIST: i32 = 17;
     pub const EINVAL: i32 = 22;
     pub const ENOSPC: i32 = 28;
+    pub const EROFS: i32 = 30;
     pub const EDQUOT: i32 = 122;
 }
