@@ -1402,6 +1402,21 @@ impl Store {
         Ok(out)
     }
 
+    /// The identity of snapshot `full` (FS@SNAP): a name can be destroyed and
+    /// taken again, its guid cannot.
+    pub fn snapshot_guid(&self, full: &str) -> Result<u64> {
+        Ok(self.snapshot_record(full)?.guid)
+    }
+
+    /// The snapshot names (without `FS@`) of `fs`, oldest first.
+    pub fn snapshot_names(&self, fs: &str) -> Result<Vec<String>> {
+        Ok(self
+            .snapshot_records(fs)?
+            .into_iter()
+            .map(|s| s.name)
+            .collect())
+    }
+
     /// A read-only handle on a snapshot's contents.
     pub fn snapshot_dataset(&self, full: &str) -> Result<Arc<Dataset>> {
         self.check_live()?;

@@ -9,6 +9,7 @@
 pub mod convert;
 pub mod mount;
 pub mod ops;
+pub mod snapdir;
 pub mod stats;
 
 pub use mount::{clear_stale, is_mount_point, mount, Mount};

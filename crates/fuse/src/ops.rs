@@ -15,34 +15,42 @@
 //!   mount itself (correct for a local mount; an NFS export of the same dataset
 //!   will need the locks moved into the daemon).
 //! - Permissions are checked by the kernel (`default_permissions` mount option).
+//! - Inode numbers are resolved by [`SnapDir`]: the live filesystem, a snapshot
+//!   under `.cachalot/snapshot/NAME`, or one of the two virtual directories. Every
+//!   change to anything but the live filesystem fails with EROFS, and the name
+//!   `.cachalot` in the root cannot be created, removed or renamed.
 
-use crate::convert::{attr, errno, kind, to_ino, to_obj};
+use crate::convert::{attr, errno, kind};
+use crate::snapdir::{encode, Node, SnapDir, CTL_INO, CTL_NAME, SNAPDIR_INO, SNAPDIR_NAME};
 use crate::stats::Stats;
 use cachalot_posix::fs::MAX_FILE_SIZE;
-use cachalot_posix::{Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
+use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
 use fuser::{
-    AccessFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// How long the kernel may cache attributes and entries.
 pub const TTL: Duration = Duration::from_secs(1);
 /// Largest read or write of one request.
 pub const MAX_IO: u32 = 1 << 20;
 
-/// A mounted filesystem: the POSIX layer plus request accounting.
+/// A mounted filesystem: the POSIX layer, its snapshots, and request accounting.
 pub struct FuseFs {
     fs: Arc<Fs>,
     root: u64,
+    snaps: SnapDir,
     stats: Stats,
+    /// Times shown on the virtual directories.
+    mounted_at: SystemTime,
 }
 
 type R<T> = Result<T, Errno>;
@@ -73,13 +81,124 @@ impl FuseFs {
     pub fn new(fs: Arc<Fs>, dataset: &str) -> FuseFs {
         FuseFs {
             root: fs.root(),
+            snaps: SnapDir::new(fs.clone()),
             fs,
             stats: Stats::new(dataset),
+            mounted_at: SystemTime::now(),
         }
     }
 
-    fn obj(&self, ino: INodeNo) -> u64 {
-        to_obj(ino, self.root)
+    fn node(&self, ino: INodeNo) -> R<Node> {
+        self.snaps.resolve(ino.0).map_err(errno)
+    }
+
+    /// The live object for a request that changes something: EROFS for
+    /// anything under `.cachalot`.
+    fn live(&self, ino: INodeNo) -> R<u64> {
+        match self.node(ino)? {
+            Node::Object { slot: 0, obj, .. } => Ok(obj),
+            _ => Err(Errno::EROFS),
+        }
+    }
+
+    /// The live directory `parent` in which `name` is to be created: EROFS
+    /// under `.cachalot`, EEXIST for `.cachalot` itself in the root.
+    fn live_new_name(&self, parent: INodeNo, name: &OsStr) -> R<u64> {
+        let p = self.live(parent)?;
+        if p == self.root && name.as_bytes() == CTL_NAME {
+            return Err(Errno::EEXIST);
+        }
+        Ok(p)
+    }
+
+    /// The live directory `parent` from which `name` is to be removed or
+    /// renamed: EBUSY for `.cachalot` in the root.
+    fn live_old_name(&self, parent: INodeNo, name: &OsStr) -> R<u64> {
+        let p = self.live(parent)?;
+        if p == self.root && name.as_bytes() == CTL_NAME {
+            return Err(Errno::EBUSY);
+        }
+        Ok(p)
+    }
+
+    /// FUSE attributes of `a`, an inode of the filesystem in `slot`.
+    fn fattr(&self, slot: u16, a: &Attr) -> R<FileAttr> {
+        let mut fa = attr(a, self.root);
+        fa.ino = INodeNo(encode(slot, a.ino, self.root).map_err(errno)?);
+        Ok(fa)
+    }
+
+    /// Attributes of a virtual directory: read-only for everyone, owned by root.
+    fn virtual_attr(&self, ino: u64) -> FileAttr {
+        FileAttr {
+            ino: INodeNo(ino),
+            size: 0,
+            blocks: 0,
+            atime: self.mounted_at,
+            mtime: self.mounted_at,
+            ctime: self.mounted_at,
+            crtime: self.mounted_at,
+            kind: FileType::Directory,
+            perm: 0o555,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// Look `name` up in `parent`, wherever it is.
+    fn lookup_node(&self, parent: INodeNo, name: &OsStr) -> R<(FileAttr, u64)> {
+        let name = name.as_bytes();
+        match self.node(parent)? {
+            Node::Object { slot: 0, obj, .. } if obj == self.root && name == CTL_NAME => {
+                Ok((self.virtual_attr(CTL_INO), 0))
+            }
+            Node::Object { fs, slot, obj } => {
+                let a = self.run("lookup", obj, || fs.lookup(obj, name))?;
+                if slot == 0 {
+                    self.stats.name(a.ino, name);
+                }
+                Ok((self.fattr(slot, &a)?, a.generation))
+            }
+            Node::Ctl if name == SNAPDIR_NAME => Ok((self.virtual_attr(SNAPDIR_INO), 0)),
+            Node::Ctl => Err(Errno::ENOENT),
+            Node::SnapDir => {
+                let (slot, fs) = self.snaps.lookup(name).map_err(errno)?;
+                let a = fs.getattr(fs.root()).map_err(errno)?;
+                Ok((self.fattr(slot, &a)?, a.generation))
+            }
+        }
+    }
+
+    /// The entries of a virtual directory (after `.` and `..`).
+    fn virtual_entries(&self, node: &Node) -> R<Vec<(u64, FileType, Vec<u8>)>> {
+        let mut v = vec![
+            (0, FileType::Directory, b".".to_vec()),
+            (0, FileType::Directory, b"..".to_vec()),
+        ];
+        match node {
+            Node::Ctl => {
+                v[0].0 = CTL_INO;
+                v[1].0 = 1;
+                v.push((SNAPDIR_INO, FileType::Directory, SNAPDIR_NAME.to_vec()));
+            }
+            _ => {
+                v[0].0 = SNAPDIR_INO;
+                v[1].0 = CTL_INO;
+                for n in self.snaps.names().map_err(errno)? {
+                    // Each snapshot's root inode, so `ls -i` and find agree with stat.
+                    let ino = match self.snaps.lookup(n.as_bytes()) {
+                        Ok((slot, fs)) => encode(slot, fs.root(), self.root).map_err(errno)?,
+                        Err(_) => continue, // destroyed meanwhile
+                    };
+                    v.push((ino, FileType::Directory, n.into_bytes()));
+                }
+            }
+        }
+        Ok(v)
     }
 
     /// Run one operation: time it, count it, turn a panic into EIO.
@@ -96,9 +215,9 @@ impl FuseFs {
         r
     }
 
-    fn entry(&self, reply: ReplyEntry, r: R<cachalot_posix::Attr>) {
-        match r {
-            Ok(a) => reply.entry(&TTL, &attr(&a, self.root), Generation(a.generation)),
+    fn entry(&self, reply: ReplyEntry, r: R<Attr>) {
+        match r.and_then(|a| Ok((self.fattr(0, &a)?, a.generation))) {
+            Ok((fa, gen)) => reply.entry(&TTL, &fa, Generation(gen)),
             Err(e) => reply.error(e),
         }
     }
@@ -113,18 +232,22 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let p = self.obj(parent);
-        let r = self.run("lookup", p, || self.fs.lookup(p, name.as_bytes()));
-        if let Ok(a) = &r {
-            self.stats.name(a.ino, name.as_bytes());
+        match self.lookup_node(parent, name) {
+            Ok((fa, gen)) => reply.entry(&TTL, &fa, Generation(gen)),
+            Err(e) => reply.error(e),
         }
-        self.entry(reply, r);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let o = self.obj(ino);
-        match self.run("getattr", o, || self.fs.getattr(o)) {
-            Ok(a) => reply.attr(&TTL, &attr(&a, self.root)),
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => self
+                .run("getattr", obj, || fs.getattr(obj))
+                .and_then(|a| self.fattr(slot, &a)),
+            Ok(_) => Ok(self.virtual_attr(ino.0)),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(fa) => reply.attr(&TTL, &fa),
             Err(e) => reply.error(e),
         }
     }
@@ -147,7 +270,10 @@ impl Filesystem for FuseFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let o = self.obj(ino);
+        let o = match self.live(ino) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
+        };
         let set = SetAttr {
             mode,
             uid,
@@ -156,15 +282,22 @@ impl Filesystem for FuseFs {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
         };
-        match self.run("setattr", o, || self.fs.setattr(o, &set)) {
-            Ok(a) => reply.attr(&TTL, &attr(&a, self.root)),
+        match self
+            .run("setattr", o, || self.fs.setattr(o, &set))
+            .and_then(|a| self.fattr(0, &a))
+        {
+            Ok(fa) => reply.attr(&TTL, &fa),
             Err(e) => reply.error(e),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let o = self.obj(ino);
-        match self.run("readlink", o, || self.fs.readlink(o)) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => self.run("readlink", obj, || fs.readlink(obj)),
+            Ok(_) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
@@ -180,7 +313,10 @@ impl Filesystem for FuseFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let p = self.obj(parent);
+        let p = match self.live_new_name(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         let r = self.run("mknod", p, || {
             self.fs
                 .mknod(p, name.as_bytes(), mode, rdev as u64, caller(req))
@@ -197,7 +333,10 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let p = self.obj(parent);
+        let p = match self.live_new_name(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         let r = self.run("mkdir", p, || {
             self.fs.mkdir(p, name.as_bytes(), mode, caller(req))
         });
@@ -205,7 +344,10 @@ impl Filesystem for FuseFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let p = self.obj(parent);
+        let p = match self.live_old_name(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         match self.run("unlink", p, || self.fs.unlink(p, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -213,7 +355,10 @@ impl Filesystem for FuseFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let p = self.obj(parent);
+        let p = match self.live_old_name(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         match self.run("rmdir", p, || self.fs.rmdir(p, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -228,7 +373,10 @@ impl Filesystem for FuseFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let p = self.obj(parent);
+        let p = match self.live_new_name(parent, link_name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         let r = self.run("symlink", p, || {
             self.fs.symlink(
                 p,
@@ -250,7 +398,13 @@ impl Filesystem for FuseFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let (sp, dp) = (self.obj(parent), self.obj(newparent));
+        let names = self
+            .live_old_name(parent, name)
+            .and_then(|sp| Ok((sp, self.live_new_name(newparent, newname)?)));
+        let (sp, dp) = match names {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         let mode = if flags.contains(RenameFlags::RENAME_WHITEOUT) {
             return reply.error(Errno::EINVAL);
         } else if flags.contains(RenameFlags::RENAME_EXCHANGE) {
@@ -277,14 +431,26 @@ impl Filesystem for FuseFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let (o, p) = (self.obj(ino), self.obj(newparent));
+        let (o, p) = match self
+            .live(ino)
+            .and_then(|o| Ok((o, self.live_new_name(newparent, newname)?)))
+        {
+            Ok(x) => x,
+            Err(e) => return reply.error(e),
+        };
         let r = self.run("link", o, || self.fs.link(o, p, newname.as_bytes()));
         self.entry(reply, r);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let o = self.obj(ino);
-        match self.run("open", o, || self.fs.open(o)) {
+        let writes = flags.0 & libc::O_ACCMODE != libc::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
+        let r = match self.node(ino) {
+            Ok(Node::Object { slot, .. }) if slot != 0 && writes => Err(Errno::EROFS),
+            Ok(Node::Object { fs, obj, .. }) => self.run("open", obj, || fs.open(obj)),
+            Ok(_) => Err(Errno::EISDIR),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(_) => reply.opened(FileHandle(0), open_flags(flags)),
             Err(e) => reply.error(e),
         }
@@ -301,13 +467,19 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let o = self.obj(ino);
         let t0 = Instant::now();
         let len = size.min(MAX_IO) as usize;
-        match self.run("read", o, || self.fs.read(o, offset, len)) {
+        let (fs, slot, o) = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => (fs, slot, obj),
+            Ok(_) => return reply.error(Errno::EISDIR),
+            Err(e) => return reply.error(e),
+        };
+        match self.run("read", o, || fs.read(o, offset, len)) {
             Ok(d) => {
-                self.stats
-                    .record("read.data", o, d.len() as u64, t0.elapsed());
+                if slot == 0 {
+                    self.stats
+                        .record("read.data", o, d.len() as u64, t0.elapsed());
+                }
                 reply.data(&d)
             }
             Err(e) => reply.error(e),
@@ -326,7 +498,10 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let o = self.obj(ino);
+        let o = match self.live(ino) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
+        };
         let t0 = Instant::now();
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
@@ -368,8 +543,12 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let o = self.obj(ino);
-        match self.run("release", o, || self.fs.release(o)) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => self.run("release", obj, || fs.release(obj)),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -383,20 +562,28 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let o = self.obj(ino);
-        match self.run("fsync", o, || self.fs.fsync()) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { slot: 0, obj, .. }) => self.run("fsync", obj, || self.fs.fsync()),
+            Ok(_) => Ok(()), // nothing under .cachalot changes
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let o = self.obj(ino);
-        match self.run("opendir", o, || self.fs.getattr(o)) {
-            Ok(a) if a.kind == cachalot_posix::FileKind::Directory => {
-                reply.opened(FileHandle(0), FopenFlags::empty())
-            }
-            Ok(_) => reply.error(Errno::ENOTDIR),
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => self
+                .run("opendir", obj, || fs.getattr(obj))
+                .map(|a| a.kind == cachalot_posix::FileKind::Directory),
+            Ok(_) => Ok(true),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(true) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(false) => reply.error(Errno::ENOTDIR),
             Err(e) => reply.error(e),
         }
     }
@@ -409,12 +596,33 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let o = self.obj(ino);
-        match self.run("readdir", o, || self.fs.readdir(o, offset, 256)) {
+        let (fs, slot, o) = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => (fs, slot, obj),
+            Ok(node) => {
+                // Virtual directories: the cookie of entry i is i + 1.
+                return match self.virtual_entries(&node) {
+                    Ok(entries) => {
+                        for (i, (ino, k, name)) in entries.iter().enumerate().skip(offset as usize)
+                        {
+                            if reply.add(INodeNo(*ino), i as u64 + 1, *k, OsStr::from_bytes(name)) {
+                                break;
+                            }
+                        }
+                        reply.ok()
+                    }
+                    Err(e) => reply.error(e),
+                };
+            }
+            Err(e) => return reply.error(e),
+        };
+        match self.run("readdir", o, || fs.readdir(o, offset, 256)) {
             Ok(entries) => {
                 for e in entries {
                     let name = OsStr::from_bytes(&e.name);
-                    if reply.add(to_ino(e.ino, self.root), e.cookie, kind(e.kind), name) {
+                    let Ok(ino) = encode(slot, e.ino, self.root) else {
+                        continue;
+                    };
+                    if reply.add(INodeNo(ino), e.cookie, kind(e.kind), name) {
                         break;
                     }
                 }
@@ -432,16 +640,20 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let o = self.obj(ino);
-        match self.run("fsyncdir", o, || self.fs.fsync()) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { slot: 0, obj, .. }) => self.run("fsyncdir", obj, || self.fs.fsync()),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        let o = self.obj(ino);
-        match self.run("statfs", o, || self.fs.statfs()) {
+        // The space is the live filesystem's wherever the question is asked.
+        match self.run("statfs", ino.0, || self.fs.statfs()) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -462,7 +674,10 @@ impl Filesystem for FuseFs {
         if position != 0 {
             return reply.error(Errno::EINVAL);
         }
-        let o = self.obj(ino);
+        let o = match self.live(ino) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
+        };
         match self.run("setxattr", o, || {
             self.fs.setxattr(o, name.as_bytes(), value, flags)
         }) {
@@ -472,8 +687,14 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let o = self.obj(ino);
-        match self.run("getxattr", o, || self.fs.getxattr(o, name.as_bytes())) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => {
+                self.run("getxattr", obj, || fs.getxattr(obj, name.as_bytes()))
+            }
+            Ok(_) => Err(Errno::NO_XATTR),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
             Ok(v) => reply.data(&v),
@@ -482,8 +703,12 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let o = self.obj(ino);
-        match self.run("listxattr", o, || self.fs.listxattr(o)) {
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => self.run("listxattr", obj, || fs.listxattr(obj)),
+            Ok(_) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
             Ok(v) => reply.data(&v),
@@ -492,7 +717,10 @@ impl Filesystem for FuseFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let o = self.obj(ino);
+        let o = match self.live(ino) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
+        };
         match self.run("removexattr", o, || self.fs.removexattr(o, name.as_bytes())) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -501,9 +729,15 @@ impl Filesystem for FuseFs {
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // default_permissions: the kernel has checked already; only existence here.
-        let o = self.obj(ino);
-        match self.run("access", o, || self.fs.getattr(o)) {
-            Ok(_) => reply.ok(),
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, obj, .. }) => {
+                self.run("access", obj, || fs.getattr(obj)).map(drop)
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
@@ -518,7 +752,10 @@ impl Filesystem for FuseFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let p = self.obj(parent);
+        let p = match self.live_new_name(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
         let mode = if mode & libc::S_IFMT == 0 {
             mode | libc::S_IFREG
         } else {
@@ -531,9 +768,13 @@ impl Filesystem for FuseFs {
         match r {
             Ok(a) => {
                 self.stats.name(a.ino, name.as_bytes());
+                let fa = match self.fattr(0, &a) {
+                    Ok(fa) => fa,
+                    Err(e) => return reply.error(e),
+                };
                 reply.created(
                     &TTL,
-                    &attr(&a, self.root),
+                    &fa,
                     Generation(a.generation),
                     FileHandle(0),
                     open_flags(OpenFlags(flags)),
@@ -553,7 +794,10 @@ impl Filesystem for FuseFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let o = self.obj(ino);
+        let o = match self.live(ino) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
+        };
         match self.run("fallocate", o, || {
             if offset > MAX_FILE_SIZE {
                 return Err(PErrno::EFBIG);

@@ -33,6 +33,10 @@ impl Errno {
     pub const ENOSYS: Errno = Errno(libc::ENOSYS);
     pub const ENODEV: Errno = Errno(libc::ENODEV);
     pub const ELOOP: Errno = Errno(libc::ELOOP);
+    pub const EROFS: Errno = Errno(libc::EROFS);
+    pub const ESTALE: Errno = Errno(libc::ESTALE);
+    pub const EMFILE: Errno = Errno(libc::EMFILE);
+    pub const EBUSY: Errno = Errno(libc::EBUSY);
 }
 
 impl std::fmt::Display for Errno {

@@ -164,6 +164,37 @@ impl Fs {
         Ok(fs)
     }
 
+    /// Open the filesystem in a snapshot (a read-only dataset handle) for
+    /// browsing: nothing is created or reclaimed, and every change fails with
+    /// EROFS (the dataset handle refuses it) while reads leave atime alone.
+    pub fn mount_snapshot(store: Arc<Store>, ds: Arc<Dataset>) -> Result<Fs> {
+        if !ds.is_readonly() {
+            return Err(Errno::EINVAL);
+        }
+        let m = master::open(&ds)?;
+        let fs = Fs {
+            ds,
+            store,
+            root: m.root,
+            orphans: m.orphans,
+            ns: RwLock::new(()),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            open_counts: Mutex::new(HashMap::new()),
+        };
+        load(&*fs.ds, fs.root)?;
+        Ok(fs)
+    }
+
+    /// True for a snapshot's filesystem.
+    pub fn is_readonly(&self) -> bool {
+        self.ds.is_readonly()
+    }
+
+    /// The store the dataset lives in.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
     /// The object id of the root directory.
     pub fn root(&self) -> u64 {
         self.root
@@ -388,6 +419,9 @@ impl Fs {
     }
 
     fn touch_atime(&self, obj: u64) -> Result<()> {
+        if self.is_readonly() {
+            return Ok(());
+        }
         let (ino, _) = load(&*self.ds, obj)?;
         let now = Timespec::now();
         if ino.atime > ino.mtime && ino.atime > ino.ctime && now.sec - ino.atime.sec < 86400 {
@@ -520,6 +554,9 @@ impl Fs {
 
     /// Make every change so far durable.
     pub fn fsync(&self) -> Result<()> {
+        if self.is_readonly() {
+            return Ok(());
+        }
         Ok(self.ds.fsync()?)
     }
 

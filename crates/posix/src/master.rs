@@ -52,6 +52,12 @@ impl Master {
     }
 }
 
+/// Find the master of `ds` (ENOENT if it holds no filesystem yet).
+pub fn open(ds: &Dataset) -> Result<Master> {
+    let info = ds.object_info(MASTER_OBJ)?;
+    Master::decode(&info.bonus)
+}
+
 /// Find the master of `ds`, creating an empty filesystem if the dataset is empty.
 pub fn open_or_create(ds: &Dataset) -> Result<Master> {
     match ds.object_info(MASTER_OBJ) {
