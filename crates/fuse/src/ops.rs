@@ -232,8 +232,14 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // Snapshots come and go by commands the kernel does not see: their names
+        // are never cached, so a destroyed one disappears at once.
+        let ttl = match parent.0 {
+            SNAPDIR_INO => Duration::ZERO,
+            _ => TTL,
+        };
         match self.lookup_node(parent, name) {
-            Ok((fa, gen)) => reply.entry(&TTL, &fa, Generation(gen)),
+            Ok((fa, gen)) => reply.entry(&ttl, &fa, Generation(gen)),
             Err(e) => reply.error(e),
         }
     }
