@@ -38,6 +38,11 @@ assert_ok "$C" debug write tank/data "$obj" --seed 3 --len 4M
 assert_ok "$C" debug fsync tank/data
 used=$(assert_ok "$C" list -H -p -t snapshot -o used tank/data)
 ((used >= 4 * 1024 * 1024)) || fail "snapshot used $used, expected at least 4M"
+since=$(assert_ok "$C" get -H -p -o value written@s1 tank/data)
+((since >= 4 * 1024 * 1024 && since < 6 * 1024 * 1024)) || fail "written@s1 is $since, expected about 4M"
+assert_eq "$(assert_ok "$C" get -H -p -o value written@tank/data@s1 tank/data)" "$since" "written@FS@SNAP"
+assert_fails "$C" get written@nosuch tank/data
+assert_fails "$C" get written@tank/log@s1 tank/data
 
 note "clone shares the snapshot's data"
 before=$(assert_ok "$C" pool list -H -p tank | cut -f3)

@@ -236,6 +236,19 @@ impl<'a> Args<'a> {
 
 /// Property names: lowercase letters, digits, `_`, `.`, `:` (user properties), 1..=256.
 pub fn validate_prop_name(p: &str) -> Result<(), String> {
+    // written@SNAP or written@FS@SNAP: bytes written since that snapshot (zfs's form).
+    if let Some(snap) = p.strip_prefix("written@") {
+        let ok = !snap.is_empty()
+            && snap.len() <= 512
+            && snap.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-' | '/' | '@')
+            });
+        return if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid property name '{p}'"))
+        };
+    }
     let ok = !p.is_empty()
         && p.len() <= 256
         && p.chars().all(|c| {

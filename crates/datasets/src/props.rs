@@ -218,6 +218,11 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
 
 /// Human form of a stored value.
 pub fn humanize(prop: &str, raw: &str) -> String {
+    let prop = if prop.starts_with("written@") {
+        "written"
+    } else {
+        prop
+    };
     match prop {
         "recordsize" | "volblocksize" => match raw.parse::<u64>() {
             Ok(n) => format_size(n),

@@ -236,6 +236,36 @@ pub struct SnapshotInfo {
     pub txg: u64,
 }
 
+/// The txg of snapshot SNAP named by property `written@SNAP` (SNAP or FS@SNAP) of
+/// dataset `rec`; it must be older than `before` (a snapshot's own txg).
+fn written_since_txg(rec: &DatasetRecord, prop: &str, before: u64) -> Result<u64> {
+    let name = &prop["written@".len()..];
+    let short = match name.split_once('@') {
+        Some((fs, s)) if fs == rec.name => s,
+        Some(_) => {
+            return Err(StoreError::Invalid(format!(
+                "{prop}: '{name}' is not a snapshot of '{}'",
+                rec.name
+            )))
+        }
+        None => name,
+    };
+    let snap = rec
+        .snapshots
+        .iter()
+        .find(|s| s.name == short)
+        .ok_or_else(|| {
+            StoreError::Invalid(format!("{prop}: '{}@{short}' does not exist", rec.name))
+        })?;
+    if snap.txg >= before {
+        return Err(StoreError::Invalid(format!(
+            "{prop}: '{}@{short}' is not older",
+            rec.name
+        )));
+    }
+    Ok(snap.txg)
+}
+
 /// Validate a pool name.
 pub fn check_pool_name(name: &str) -> Result<()> {
     check_name(name)?;
@@ -1300,10 +1330,21 @@ impl Store {
             .into_iter()
             .find(|s| s.name == full)
             .ok_or_else(|| StoreError::NotFound(full.into()))?;
-        let user = {
+        let (user, written_since) = {
             let st = self.state.lock();
             let (id, idx) = self.find_snapshot(&st, full)?;
-            st.catalog.datasets[&id].snapshots[idx].props.clone()
+            let rec = &st.catalog.datasets[&id];
+            let snap = &rec.snapshots[idx];
+            // written@OLDER of a snapshot: what it holds that was born after OLDER.
+            let mut since = BTreeMap::new();
+            for p in which.unwrap_or_default() {
+                if p.starts_with("written@") {
+                    let txg = written_since_txg(rec, p, snap.txg)?;
+                    let n = crate::snapshot::written_bytes(&self.cache, &snap.objset, txg)?;
+                    since.insert(p.clone(), n);
+                }
+            }
+            (snap.props.clone(), since)
         };
         let mut all: Vec<String> = ["type", "creation", "used", "referenced", "written"]
             .map(String::from)
@@ -1321,6 +1362,7 @@ impl Store {
                 "used" => (info.used.to_string(), "-"),
                 "referenced" | "refer" => (info.referenced.to_string(), "-"),
                 "written" => (info.written.to_string(), "-"),
+                p if written_since.contains_key(p) => (written_since[p].to_string(), "-"),
                 p if props::is_user_prop(p) => match user.get(p) {
                     Some(v) => (v.clone(), "local"),
                     None => ("-".to_string(), "-"),
@@ -1624,6 +1666,10 @@ impl Store {
                         .unwrap_or(rec.acct.used)
                         .to_string(),
                 )
+            }
+            p if p.starts_with("written@") => {
+                let txg = written_since_txg(rec, p, u64::MAX)?;
+                ro(crate::snapshot::written_bytes(&self.cache, &rec.objset, txg)?.to_string())
             }
             "logicalused" => ro(cat
                 .subtree(id)
