@@ -71,10 +71,11 @@ fn open_flags(flags: OpenFlags) -> FopenFlags {
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>, dataset: &str) -> FuseFs {
+        let root = fs.root();
         FuseFs {
-            root: fs.root(),
+            root,
             fs,
-            stats: Stats::new(dataset),
+            stats: Stats::new(dataset, root),
         }
     }
 
@@ -85,20 +86,29 @@ impl FuseFs {
     /// Run one operation: time it, count it, turn a panic into EIO.
     fn run<T>(&self, op: &str, obj: u64, f: impl FnOnce() -> Result<T, PErrno>) -> R<T> {
         let t0 = Instant::now();
-        let r = match catch_unwind(AssertUnwindSafe(f)) {
+        let r = self.guarded(op, obj, f);
+        self.stats.record(op, obj, 0, t0.elapsed());
+        r
+    }
+
+    /// Run one operation, turning a panic into EIO (the caller counts it).
+    fn guarded<T>(&self, op: &str, obj: u64, f: impl FnOnce() -> Result<T, PErrno>) -> R<T> {
+        match catch_unwind(AssertUnwindSafe(f)) {
             Ok(r) => r.map_err(errno),
             Err(_) => {
                 eprintln!("cachalot-fuse: internal error in {op} of object {obj}");
                 Err(Errno::EIO)
             }
-        };
-        self.stats.record(op, obj, 0, t0.elapsed());
-        r
+        }
     }
 
-    fn entry(&self, reply: ReplyEntry, r: R<cachalot_posix::Attr>) {
+    /// Reply with a new or found entry `name` in `parent` (named for analytics).
+    fn entry(&self, reply: ReplyEntry, r: R<cachalot_posix::Attr>, parent: u64, name: &OsStr) {
         match r {
-            Ok(a) => reply.entry(&TTL, &attr(&a, self.root), Generation(a.generation)),
+            Ok(a) => {
+                self.stats.name(a.ino, parent, name.as_bytes());
+                reply.entry(&TTL, &attr(&a, self.root), Generation(a.generation))
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -115,10 +125,7 @@ impl Filesystem for FuseFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let p = self.obj(parent);
         let r = self.run("lookup", p, || self.fs.lookup(p, name.as_bytes()));
-        if let Ok(a) = &r {
-            self.stats.name(a.ino, name.as_bytes());
-        }
-        self.entry(reply, r);
+        self.entry(reply, r, p, name);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -185,7 +192,7 @@ impl Filesystem for FuseFs {
             self.fs
                 .mknod(p, name.as_bytes(), mode, rdev as u64, caller(req))
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, name);
     }
 
     fn mkdir(
@@ -201,7 +208,7 @@ impl Filesystem for FuseFs {
         let r = self.run("mkdir", p, || {
             self.fs.mkdir(p, name.as_bytes(), mode, caller(req))
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, name);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -237,7 +244,7 @@ impl Filesystem for FuseFs {
                 caller(req),
             )
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, link_name);
     }
 
     fn rename(
@@ -264,7 +271,13 @@ impl Filesystem for FuseFs {
             self.fs
                 .rename(sp, name.as_bytes(), dp, newname.as_bytes(), mode)
         }) {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                // Open files keep their inode: name it for analytics now.
+                if let Ok(a) = self.fs.lookup(dp, newname.as_bytes()) {
+                    self.stats.name(a.ino, dp, newname.as_bytes());
+                }
+                reply.ok()
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -279,7 +292,7 @@ impl Filesystem for FuseFs {
     ) {
         let (o, p) = (self.obj(ino), self.obj(newparent));
         let r = self.run("link", o, || self.fs.link(o, p, newname.as_bytes()));
-        self.entry(reply, r);
+        self.entry(reply, r, p, newname);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -304,12 +317,11 @@ impl Filesystem for FuseFs {
         let o = self.obj(ino);
         let t0 = Instant::now();
         let len = size.min(MAX_IO) as usize;
-        match self.run("read", o, || self.fs.read(o, offset, len)) {
-            Ok(d) => {
-                self.stats
-                    .record("read.data", o, d.len() as u64, t0.elapsed());
-                reply.data(&d)
-            }
+        let r = self.guarded("read", o, || self.fs.read(o, offset, len));
+        let n = r.as_ref().map_or(0, |d| d.len() as u64);
+        self.stats.record("read", o, n, t0.elapsed());
+        match r {
+            Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
     }
@@ -331,18 +343,17 @@ impl Filesystem for FuseFs {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
         let op = if sync { "write.sync" } else { "write" };
-        let r = self.run(op, o, || {
+        let r = self.guarded(op, o, || {
             let n = self.fs.write(o, offset, data, kill)?;
             if sync {
                 self.fs.fsync()?;
             }
             Ok(n)
         });
+        let n = r.as_ref().map_or(0, |n| *n as u64);
+        self.stats.record(op, o, n, t0.elapsed());
         match r {
-            Ok(n) => {
-                self.stats.record("write.data", o, n as u64, t0.elapsed());
-                reply.written(n as u32)
-            }
+            Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
     }
@@ -530,7 +541,7 @@ impl Filesystem for FuseFs {
         });
         match r {
             Ok(a) => {
-                self.stats.name(a.ino, name.as_bytes());
+                self.stats.name(a.ino, p, name.as_bytes());
                 reply.created(
                     &TTL,
                     &attr(&a, self.root),
