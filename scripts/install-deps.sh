@@ -27,6 +27,8 @@ mount            test
 fonts-dejavu-core test
 stress-ng        test
 python3          test
+chromium         test
+chromium-driver  test
 '
 
 usage() {

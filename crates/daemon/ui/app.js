@@ -72,8 +72,10 @@ function drawSeries(c, series, sel) {
   const x = (i) => L + (i / Math.max(1, n - 1)) * (w - L - 8);
   const y = (v) => h - B - (v / max) * (h - B - T);
   g.font = "11px sans-serif"; g.fillStyle = "#567"; g.strokeStyle = "#e3e7eb";
-  for (let k = 0; k <= 4; k++) {
-    const v = (max * k) / 4;
+  if (max <= 1e-9) { g.fillText("no events", L + 8, h / 2); c._geom = { L, right: w - 8, times: series.times }; return; }
+  const ticks = h < 120 ? 2 : 4;
+  for (let k = 0; k <= ticks; k++) {
+    const v = (max * k) / ticks;
     g.beginPath(); g.moveTo(L, y(v)); g.lineTo(w - 8, y(v)); g.stroke();
     g.fillText(series.unit === "bytes" ? fmtBytes(v) : fmtRate(v), 4, y(v) + 4);
   }
