@@ -103,10 +103,11 @@ assert_fails "$C" analytics heatmap fuse.ops --by op
 assert_fails "$C" analytics heatmap arc.accesses --by latency
 
 note "HTTP: same answers as JSON, errors are 400 JSON, /metrics, OpenAPI"
+dd if=/dev/zero of="$M/sync.dat" bs=4k count=10 oflag=dsync status=none # intent log commits
 ADDR=$(cat "$HOME_DIR/http.addr")
-python3 - "$ADDR" "$T0" "$T1" <<'PY'
-import json, sys, urllib.request, urllib.error
-addr, t0, t1 = sys.argv[1], sys.argv[2], sys.argv[3]
+python3 - "$ADDR" "$T0" "$T1" "$REPO/docs/grafana/cachalot.json" <<'PY'
+import json, re, sys, urllib.request, urllib.error
+addr, t0, t1, grafana = sys.argv[1:5]
 def get(path):
     try:
         with urllib.request.urlopen(f"http://{addr}{path}", timeout=10) as r:
@@ -131,6 +132,11 @@ text = body.decode()
 assert st == 200 and 'cachalot_fuse_ops_total{op="write",dataset="tank/db"}' in text, text[:2000]
 assert "cachalot_disk_bytes_total" in text and "cachalot_fuse_ops_latency_seconds_bucket" in text
 assert "file=" not in text
+# Every metric the example Grafana dashboard queries is exported.
+dash = json.load(open(grafana))
+exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+for name in set(re.findall(r"cachalot_[a-z_]+", " ".join(exprs))):
+    assert re.search(rf"^{name}[{{ ]", text, re.M), f"grafana queries {name}, /metrics lacks it"
 st, body = get("/api/analytics/openapi.json")
 assert st == 200 and "/api/analytics/show" in json.loads(body)["paths"]
 st, body = get("/")

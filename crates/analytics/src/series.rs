@@ -638,6 +638,59 @@ mod tests {
         assert!(store.mem_bytes() > 0);
     }
 
+    fn rss_bytes() -> usize {
+        let statm = fs::read_to_string("/proc/self/statm").unwrap_or_default();
+        let pages: usize = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        pages * 4096
+    }
+
+    /// Memory of one hour of second slots with `KEYS` active keys per second
+    /// (4 histogram entries each, like a timed FUSE op): the store's own estimate
+    /// against the process's resident-set growth. Run with
+    /// `cargo test -p cachalot-analytics --release -- --ignored --nocapture memory_per_hour`.
+    #[test]
+    #[ignore]
+    fn memory_per_hour() {
+        const KEYS: u32 = 100;
+        let mut store = Store::in_memory(Retention {
+            seconds: 3600,
+            minutes: 60,
+        });
+        let sid = store.intern_stat("fuse.ops", &["op".into(), "file".into()]);
+        for k in 0..KEYS {
+            store.key(sid, &["write".into(), format!("/file{k}")]);
+        }
+        let rss0 = rss_bytes();
+        for t in 0..3600u64 {
+            let deltas = (0..KEYS)
+                .map(|k| Delta {
+                    key: k,
+                    count: 10,
+                    bytes: 163_840,
+                    latency_sum_ns: 2_000_000,
+                    hist: vec![(14, 3), (15, 5), (16, 2), (SIZE_TAG + 14, 10)].into_boxed_slice(),
+                })
+                .collect();
+            store.push_second(Slot {
+                t: 1_000_000 + t,
+                stats: vec![(sid, deltas)],
+            });
+        }
+        let rss1 = rss_bytes();
+        let est = store.mem_bytes();
+        println!(
+            "one hour, {KEYS} active keys/s: estimate {:.1} MiB ({:.0} B per key-second), RSS growth {:.1} MiB",
+            est as f64 / 1048576.0,
+            est as f64 / (3600.0 * f64::from(KEYS)),
+            (rss1.saturating_sub(rss0)) as f64 / 1048576.0
+        );
+        assert!(est > 0);
+    }
+
     #[test]
     fn reopen_keeps_history_and_prunes_old_segments() {
         let dir = tmpdir("reopen");
