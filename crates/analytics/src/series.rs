@@ -478,6 +478,12 @@ impl Store {
             .sum()
     }
 
+    /// Approximate memory held by the second slots and by the minute slots.
+    pub fn mem_bytes_split(&self) -> (usize, usize) {
+        let secs = self.seconds.iter().map(Slot::mem_bytes).sum();
+        (secs, self.mem_bytes() - secs)
+    }
+
     /// Bytes on disk under the store's directory.
     pub fn disk_bytes(&self) -> u64 {
         let Some(dir) = &self.dir else { return 0 };

@@ -107,7 +107,10 @@ impl Analytics {
     /// Memory and disk used by retained history.
     pub fn usage(&self) -> Value {
         let s = self.store.lock();
+        let (sec_mem, min_mem) = s.mem_bytes_split();
         json!({
+            "seconds_memory_bytes": sec_mem,
+            "minutes_memory_bytes": min_mem,
             "seconds_kept": s.seconds.len(),
             "minutes_kept": s.minutes.len(),
             "memory_bytes": s.mem_bytes(),
