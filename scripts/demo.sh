@@ -19,6 +19,7 @@ RUN=$DEMO/run
 MY_CNF=$RUN/my.cnf
 MY_SOCK=$RUN/mysqld.sock
 MARIADB_PID=
+WORKLOAD_PID=
 
 mkdir -p "$DEMO" "$HOME_DIR"
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -27,6 +28,10 @@ setsid "$BIN" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" --http "$HTTP
 DAEMON=$!
 cleanup() {
     set +e
+    if [[ -n $WORKLOAD_PID ]]; then
+        kill -TERM "$WORKLOAD_PID" 2>/dev/null
+        wait "$WORKLOAD_PID" 2>/dev/null
+    fi
     if [[ -n $MARIADB_PID ]] && kill -0 "$MARIADB_PID" 2>/dev/null; then
         say "stopping MariaDB"
         kill -TERM "$MARIADB_PID"
@@ -130,12 +135,20 @@ say "space and compression after loading"
 "$BIN" list -r -o name,used,refer,recordsize,compressratio,mountpoint tank/mysql
 
 ADDR=$(cat "$HOME_DIR/http.addr" 2>/dev/null || echo "$HTTP")
+say "light workload for the analytics: sysbench oltp_read_write, 2 threads, 20 tx/s"
+setsid sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root \
+    --tables=1 --table-size=100000 --threads=2 --rate=20 --time=0 --report-interval=0 \
+    run >"$RUN/sysbench-demo.log" 2>&1 &
+WORKLOAD_PID=$!
+sleep 3
+"$BIN" analytics show innodb.ops --by kind --last 3s
 cat <<INFO
 
 Where things are:
   pool files        $DEMO/disk0.img, $DEMO/disk1.img (mirror)
   daemon            socket $CACHALOT_SOCKET, log $DEMO/daemon.log
-  web status page   http://$ADDR/
+  live analytics    http://$ADDR/   (InnoDB I/O by kind: http://$ADDR/#/analytics?stat=innodb.ops&by=kind)
+  from the shell    $BIN analytics show fuse.ops --by file --last 60s
   InnoDB data       $MNT/data   (tank/mysql/data, recordsize=16K)
   redo + binlogs    $MNT/log    (tank/mysql/log, recordsize=128K)
   MariaDB           127.0.0.1:$MY_PORT, socket $MY_SOCK, error log $RUN/mariadb-error.log
@@ -144,4 +157,5 @@ Where things are:
                         --tables=1 --table-size=100000 --threads=4 --time=30 run
 INFO
 echo "Press Ctrl-C to stop (MariaDB, mounts and daemon are stopped cleanly)."
+echo "Open http://$ADDR/ in a browser: the charts update every second."
 while kill -0 "$DAEMON" 2>/dev/null && kill -0 "$MARIADB_PID" 2>/dev/null; do sleep 1; done

@@ -28,6 +28,8 @@ fonts-dejavu-core test
 stress-ng        test
 python3          test
 attr             test
+chromium         test
+chromium-driver  test
 '
 
 usage() {

@@ -59,6 +59,11 @@
 
 #![warn(missing_docs)]
 
+pub mod catalog;
+pub mod classify;
+pub mod query;
+pub mod series;
+
 use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
@@ -73,6 +78,9 @@ use serde::{Deserialize, Serialize};
 
 /// Number of latency histogram buckets; bucket `i` holds `[2^i, 2^(i+1))` ns.
 pub const LATENCY_BUCKETS: usize = 41;
+
+/// Number of size histogram buckets; bucket `i` holds `[2^i, 2^(i+1))` bytes.
+pub const SIZE_BUCKETS: usize = 32;
 
 /// Default cap on distinct breakdown keys per stat.
 pub const DEFAULT_MAX_KEYS: usize = 10_000;
@@ -109,6 +117,35 @@ pub fn latency_bucket(d: Duration) -> usize {
 pub fn bucket_bounds(i: usize) -> (u64, u64) {
     let i = i.min(LATENCY_BUCKETS - 1);
     (1u64 << i, 1u64 << (i + 1))
+}
+
+/// Size histogram bucket index: `floor(log2(bytes))`, capped at
+/// `SIZE_BUCKETS - 1` (4 GiB and above). Zero-byte events have no size bucket.
+pub fn size_bucket(bytes: u64) -> usize {
+    if bytes == 0 {
+        0
+    } else {
+        (63 - bytes.leading_zeros() as usize).min(SIZE_BUCKETS - 1)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// On/off switch
+// ---------------------------------------------------------------------------
+
+static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turn recording on or off process-wide (`cachalot serve --analytics off`).
+/// While off, [`Stat::add`] and [`Stat::record`] return after one relaxed load,
+/// so the cost of always-on analytics can be measured against this.
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// Whether recording is on (see [`set_enabled`]).
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
 }
 
 fn duration_ns(d: Duration) -> u64 {
@@ -152,6 +189,8 @@ struct Cell {
     latency_sum_ns: u64,
     /// Allocated on the first timed event only.
     buckets: Option<Box<[u64; LATENCY_BUCKETS]>>,
+    /// Allocated on the first timed event with a non-zero byte count.
+    sizes: Option<Box<[u64; SIZE_BUCKETS]>>,
 }
 
 /// A [`Cell`] copied out of a shard for merging (no allocation).
@@ -160,6 +199,7 @@ struct CellCopy {
     bytes: u64,
     latency_sum_ns: u64,
     buckets: Option<[u64; LATENCY_BUCKETS]>,
+    sizes: Option<[u64; SIZE_BUCKETS]>,
 }
 
 struct Entry {
@@ -267,6 +307,9 @@ impl Inner {
     /// Run `f` on this thread's cell for `keys` (the hot path).
     #[inline]
     fn with_cell(&self, keys: &[&str], f: impl FnOnce(&mut Cell)) {
+        if !enabled() {
+            return;
+        }
         let width = self.dims.len();
         let hash = hash_key(&self.hasher, width, keys);
         let shard = &self.shards[thread_index() & self.shard_mask];
@@ -423,6 +466,11 @@ impl Stat {
                 .buckets
                 .get_or_insert_with(|| Box::new([0; LATENCY_BUCKETS]));
             buckets[bucket] = buckets[bucket].wrapping_add(1);
+            if bytes > 0 {
+                let sizes = c.sizes.get_or_insert_with(|| Box::new([0; SIZE_BUCKETS]));
+                let i = size_bucket(bytes);
+                sizes[i] = sizes[i].wrapping_add(1);
+            }
         });
     }
 
@@ -454,6 +502,7 @@ impl Stat {
                         bytes: c.bytes,
                         latency_sum_ns: c.latency_sum_ns,
                         buckets: c.buckets.as_deref().copied(),
+                        sizes: c.sizes.as_deref().copied(),
                     };
                     copied.push((e.key.clone(), copy));
                 }
@@ -471,6 +520,14 @@ impl Stat {
                         row.latency_buckets = vec![0; LATENCY_BUCKETS];
                     }
                     for (dst, src) in row.latency_buckets.iter_mut().zip(b.iter()) {
+                        *dst = dst.wrapping_add(*src);
+                    }
+                }
+                if let Some(b) = c.sizes {
+                    if row.size_buckets.is_empty() {
+                        row.size_buckets = vec![0; SIZE_BUCKETS];
+                    }
+                    for (dst, src) in row.size_buckets.iter_mut().zip(b.iter()) {
                         *dst = dst.wrapping_add(*src);
                     }
                 }
@@ -576,6 +633,11 @@ pub struct Row {
     /// Latency histogram: empty if never timed, else [`LATENCY_BUCKETS`]
     /// entries where entry `i` counts events in [`bucket_bounds`]`(i)`.
     pub latency_buckets: Vec<u64>,
+    /// Size histogram of timed events with bytes: empty if none, else
+    /// [`SIZE_BUCKETS`] entries where entry `i` counts events of
+    /// `[2^i, 2^(i+1))` bytes.
+    #[serde(default)]
+    pub size_buckets: Vec<u64>,
 }
 
 impl StatSnapshot {

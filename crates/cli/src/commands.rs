@@ -126,6 +126,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Receive(a) => crate::stream::receive(&mut ctx, a),
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
+        Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
     }
 }
 
@@ -147,6 +148,9 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     if let Some(m) = a.arc_max {
         opts.arc_max = m;
     }
+    opts.analytics.enabled = a.analytics == "on";
+    opts.analytics.retention.seconds = a.analytics_seconds as usize;
+    opts.analytics.retention.minutes = a.analytics_minutes as usize;
     cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
 }
 

@@ -8,6 +8,7 @@
 //! - Paths given to the daemon (devices, import dirs) are made absolute here, because
 //!   the daemon's working directory is not the caller's.
 
+mod analytics;
 mod commands;
 mod debug;
 mod mount;
@@ -78,6 +79,9 @@ pub enum Cmd {
     /// Unmount a filesystem
     #[command(alias = "umount")]
     Unmount(mount::UnmountArgs),
+    /// Statistics: list, show (rates with breakdowns), heatmap
+    #[command(subcommand)]
+    Analytics(analytics::AnalyticsCmd),
     /// Benchmarks: sysbench OLTP and fio against targets side by side
     Bench(cachalot_bench::cli::BenchArgs),
     /// Low-level debugging commands (objects, raw API calls)
@@ -96,6 +100,15 @@ pub struct ServeArgs {
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,
+    /// Always-on analytics: on (default) or off (nothing recorded or sampled)
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
+    pub analytics: String,
+    /// Seconds of per-second history kept (default one hour)
+    #[arg(long, value_name = "N", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(60..=86_400))]
+    pub analytics_seconds: u64,
+    /// Minutes of per-minute history kept (default one week)
+    #[arg(long, value_name = "N", default_value_t = 10_080, value_parser = clap::value_parser!(u64).range(60..=527_040))]
+    pub analytics_minutes: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -379,6 +392,42 @@ mod tests {
             &["mount", "tank/db", "/mnt/db"],
             &["unmount", "-f", "tank/db"],
             &["umount", "tank/db"],
+            &["analytics", "list"],
+            &[
+                "analytics",
+                "show",
+                "fuse.ops",
+                "--by",
+                "file",
+                "--filter",
+                "dataset=tank/db",
+                "--filter",
+                "op=write",
+                "--last",
+                "60s",
+                "-H",
+                "-p",
+            ],
+            &[
+                "analytics",
+                "show",
+                "disk.ops",
+                "--from",
+                "1700000000",
+                "--to",
+                "1700000060",
+            ],
+            &[
+                "analytics",
+                "heatmap",
+                "fuse.ops",
+                "--by",
+                "latency",
+                "--last",
+                "60s",
+                "--json",
+            ],
+            &["serve", "--analytics", "off", "--analytics-seconds", "600"],
         ] {
             parse(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
         }
@@ -386,6 +435,17 @@ mod tests {
             &["pool", "create", "tank"][..],
             &["set", "recordsize=16K"],
             &["bogus"],
+            &[
+                "analytics",
+                "show",
+                "fuse.ops",
+                "--last",
+                "1m",
+                "--from",
+                "1",
+            ],
+            &["analytics", "heatmap", "fuse.ops"],
+            &["serve", "--analytics", "maybe"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod analytics;
 mod mounts;
 mod snapshots;
 mod streams;
@@ -63,6 +64,8 @@ pub struct Daemon {
     shutting_down: AtomicBool,
     /// Mounted filesystems by dataset name (see `mounts.rs`).
     mounts: Mutex<BTreeMap<String, mounts::MountEntry>>,
+    /// Time-series analytics, once started (see `analytics.rs`).
+    analytics: std::sync::OnceLock<Arc<analytics::Analytics>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -114,13 +117,31 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("fs.mount", &["name", "path"]),
     ("fs.unmount", &["name", "force"]),
     ("fs.mounts", &[]),
+    ("analytics.list", &[]),
+    ("analytics.usage", &[]),
+    ("analytics.show", ANALYTICS_ARGS),
+    ("analytics.series", ANALYTICS_ARGS),
+    ("analytics.heatmap", ANALYTICS_ARGS),
 ];
+
+const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
 
 /// Vdev type words accepted in a vdev specification (besides device paths).
 const VDEV_TYPES: &[&str] = &["mirror", "raidz", "raidz1", "raidz2", "log", "cache"];
 
 /// Ops that change nothing (allowed over HTTP without a token).
-pub const READ_ONLY_OPS: &[&str] = &["pool.list", "pool.status", "ds.list", "ds.get", "fs.mounts"];
+pub const READ_ONLY_OPS: &[&str] = &[
+    "pool.list",
+    "pool.status",
+    "ds.list",
+    "ds.get",
+    "fs.mounts",
+    "analytics.list",
+    "analytics.usage",
+    "analytics.show",
+    "analytics.series",
+    "analytics.heatmap",
+];
 
 /// True if `op` only reads.
 pub fn is_read_only(op: &str) -> bool {
@@ -174,6 +195,7 @@ impl Daemon {
             admin: Mutex::new(()),
             shutting_down: AtomicBool::new(false),
             mounts: Mutex::new(BTreeMap::new()),
+            analytics: std::sync::OnceLock::new(),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -293,6 +315,7 @@ impl Daemon {
             op if op.starts_with("obj.") => self.obj_op(op, &a),
             op if op.starts_with("fs.") => self.fs_op(op, &a),
             op if op.starts_with("snap.") => self.snap_op(op, &a),
+            op if op.starts_with("analytics.") => self.analytics_op(op, &a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -300,6 +323,9 @@ impl Daemon {
     /// Export every pool cleanly; later requests are refused. Idempotent.
     pub fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        if let Some(a) = self.analytics.get() {
+            a.stop();
+        }
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
         // the next start re-mounts them.

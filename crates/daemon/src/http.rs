@@ -1,6 +1,8 @@
 //! The HTTP transport (axum on its own tokio runtime in a background thread):
 //! `POST /api/v1/call` takes the same JSON request as the unix socket and returns the
-//! same JSON response; `GET /api/v1/pools` lists pools; `GET /` is a small status page.
+//! same JSON response; `GET /api/v1/pools` lists pools; `GET /status` is a small
+//! status page; the analytics API, `/metrics` and the web UI at `/` are in
+//! [`analytics`].
 //!
 //! Invariants:
 //! - Only read-only ops ([`crate::daemon::is_read_only`]) run without a token; every
@@ -8,6 +10,8 @@
 //!   The token is compared in constant time.
 //! - Ops run on tokio's blocking pool, never on the async workers.
 //! - The listener is bound before this returns, so a bad address fails the start.
+
+pub mod analytics;
 
 use crate::daemon::{is_read_only, Daemon};
 use crate::proto::{parse_request, Response};
@@ -55,9 +59,10 @@ pub fn start_http(addr: &str, daemon: Arc<Daemon>) -> anyhow::Result<SocketAddr>
 /// The routes.
 pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
-        .route("/", get(index))
+        .route("/status", get(index))
         .route("/api/v1/pools", get(pools))
         .route("/api/v1/call", post(call))
+        .merge(analytics::routes())
         .with_state(daemon)
 }
 
@@ -163,12 +168,19 @@ fn cell(v: &Value, key: &str, size: bool) -> String {
 
 /// The status page.
 pub fn render_index(ov: &Value) -> String {
-    let mut h = String::from(
+    format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Cachalot</title>\
-         <style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}\
-         td,th{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}</style>\
-         </head><body><h1>Cachalot</h1><h2>Pools</h2>\
-         <table><tr><th>NAME</th><th>SIZE</th><th>ALLOC</th><th>FREE</th><th>FRAG</th>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:left}}</style>\
+         </head><body><h1>Cachalot</h1>{}</body></html>\n",
+        render_tables(ov)
+    )
+}
+
+/// The pools and datasets tables of the status page (also the UI's first paint).
+pub fn render_tables(ov: &Value) -> String {
+    let mut h = String::from(
+        "<h2>Pools</h2><table><tr><th>NAME</th><th>SIZE</th><th>ALLOC</th><th>FREE</th><th>FRAG</th>\
          <th>CAP</th><th>HEALTH</th></tr>",
     );
     for p in ov["pools"].as_array().into_iter().flatten() {
@@ -198,7 +210,7 @@ pub fn render_index(ov: &Value) -> String {
             cell(d, "mountpoint", false),
         ));
     }
-    h.push_str("</table></body></html>\n");
+    h.push_str("</table>");
     h
 }
 

@@ -36,6 +36,8 @@ pub struct ServeOpts {
     /// HTTP listen address; "127.0.0.1:0" picks a free port; "" or "none" disables.
     pub http: String,
     pub arc_max: u64,
+    /// Analytics on/off and retention.
+    pub analytics: daemon::analytics::AnalyticsOpts,
 }
 
 impl Default for ServeOpts {
@@ -46,6 +48,7 @@ impl Default for ServeOpts {
             home,
             http: "127.0.0.1:7470".into(),
             arc_max: state::default_arc_max(),
+            analytics: daemon::analytics::AnalyticsOpts::default(),
         }
     }
 }
@@ -108,6 +111,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    if let Err(e) = daemon.start_analytics(opts.analytics) {
+        daemon.shutdown();
+        let _ = std::fs::remove_file(&socket);
+        return Err(e);
+    }
     let addr_file = home.join("http.addr");
     let http = opts.http.trim();
     if !http.is_empty() && http != "none" && http != "off" {

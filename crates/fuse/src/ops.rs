@@ -79,11 +79,12 @@ fn open_flags(flags: OpenFlags) -> FopenFlags {
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>, dataset: &str) -> FuseFs {
+        let root = fs.root();
         FuseFs {
-            root: fs.root(),
+            root,
             snaps: SnapDir::new(fs.clone()),
             fs,
-            stats: Stats::new(dataset),
+            stats: Stats::new(dataset, root),
             mounted_at: SystemTime::now(),
         }
     }
@@ -159,7 +160,7 @@ impl FuseFs {
             Node::Object { fs, slot, obj } => {
                 let a = self.run("lookup", obj, || fs.lookup(obj, name))?;
                 if slot == 0 {
-                    self.stats.name(a.ino, name);
+                    self.stats.name(a.ino, obj, name);
                 }
                 Ok((self.fattr(slot, &a)?, a.generation))
             }
@@ -204,20 +205,30 @@ impl FuseFs {
     /// Run one operation: time it, count it, turn a panic into EIO.
     fn run<T>(&self, op: &str, obj: u64, f: impl FnOnce() -> Result<T, PErrno>) -> R<T> {
         let t0 = Instant::now();
-        let r = match catch_unwind(AssertUnwindSafe(f)) {
+        let r = self.guarded(op, obj, f);
+        self.stats.record(op, obj, 0, t0.elapsed());
+        r
+    }
+
+    /// Run one operation, turning a panic into EIO (the caller counts it).
+    fn guarded<T>(&self, op: &str, obj: u64, f: impl FnOnce() -> Result<T, PErrno>) -> R<T> {
+        match catch_unwind(AssertUnwindSafe(f)) {
             Ok(r) => r.map_err(errno),
             Err(_) => {
                 eprintln!("cachalot-fuse: internal error in {op} of object {obj}");
                 Err(Errno::EIO)
             }
-        };
-        self.stats.record(op, obj, 0, t0.elapsed());
-        r
+        }
     }
 
-    fn entry(&self, reply: ReplyEntry, r: R<Attr>) {
-        match r.and_then(|a| Ok((self.fattr(0, &a)?, a.generation))) {
-            Ok((fa, gen)) => reply.entry(&TTL, &fa, Generation(gen)),
+    /// Reply with a new or found entry `name` in the live directory `parent`
+    /// (named for analytics).
+    fn entry(&self, reply: ReplyEntry, r: R<Attr>, parent: u64, name: &OsStr) {
+        match r.and_then(|a| Ok((self.fattr(0, &a)?, a))) {
+            Ok((fa, a)) => {
+                self.stats.name(a.ino, parent, name.as_bytes());
+                reply.entry(&TTL, &fa, Generation(a.generation))
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -327,7 +338,7 @@ impl Filesystem for FuseFs {
             self.fs
                 .mknod(p, name.as_bytes(), mode, rdev as u64, caller(req))
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, name);
     }
 
     fn mkdir(
@@ -346,7 +357,7 @@ impl Filesystem for FuseFs {
         let r = self.run("mkdir", p, || {
             self.fs.mkdir(p, name.as_bytes(), mode, caller(req))
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, name);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -391,7 +402,7 @@ impl Filesystem for FuseFs {
                 caller(req),
             )
         });
-        self.entry(reply, r);
+        self.entry(reply, r, p, link_name);
     }
 
     fn rename(
@@ -424,7 +435,13 @@ impl Filesystem for FuseFs {
             self.fs
                 .rename(sp, name.as_bytes(), dp, newname.as_bytes(), mode)
         }) {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                // Open files keep their inode: name it for analytics now.
+                if let Ok(a) = self.fs.lookup(dp, newname.as_bytes()) {
+                    self.stats.name(a.ino, dp, newname.as_bytes());
+                }
+                reply.ok()
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -445,7 +462,7 @@ impl Filesystem for FuseFs {
             Err(e) => return reply.error(e),
         };
         let r = self.run("link", o, || self.fs.link(o, p, newname.as_bytes()));
-        self.entry(reply, r);
+        self.entry(reply, r, p, newname);
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -480,14 +497,14 @@ impl Filesystem for FuseFs {
             Ok(_) => return reply.error(Errno::EISDIR),
             Err(e) => return reply.error(e),
         };
-        match self.run("read", o, || fs.read(o, offset, len)) {
-            Ok(d) => {
-                if slot == 0 {
-                    self.stats
-                        .record("read.data", o, d.len() as u64, t0.elapsed());
-                }
-                reply.data(&d)
-            }
+        let r = self.guarded("read", o, || fs.read(o, offset, len));
+        // Reads in snapshots are not the live dataset's traffic.
+        if slot == 0 {
+            let n = r.as_ref().map_or(0, |d| d.len() as u64);
+            self.stats.record("read", o, n, t0.elapsed());
+        }
+        match r {
+            Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
     }
@@ -512,18 +529,17 @@ impl Filesystem for FuseFs {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
         let op = if sync { "write.sync" } else { "write" };
-        let r = self.run(op, o, || {
+        let r = self.guarded(op, o, || {
             let n = self.fs.write(o, offset, data, kill)?;
             if sync {
                 self.fs.fsync()?;
             }
             Ok(n)
         });
+        let n = r.as_ref().map_or(0, |n| *n as u64);
+        self.stats.record(op, o, n, t0.elapsed());
         match r {
-            Ok(n) => {
-                self.stats.record("write.data", o, n as u64, t0.elapsed());
-                reply.written(n as u32)
-            }
+            Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
     }
@@ -773,7 +789,7 @@ impl Filesystem for FuseFs {
         });
         match r {
             Ok(a) => {
-                self.stats.name(a.ino, name.as_bytes());
+                self.stats.name(a.ino, p, name.as_bytes());
                 let fa = match self.fattr(0, &a) {
                     Ok(fa) => fa,
                     Err(e) => return reply.error(e),

@@ -32,10 +32,20 @@ pub struct Leaf {
     pub errors: ErrorCounters,
 }
 
-/// `disk.ops` (device, op): every leaf read and write with its latency and bytes.
-fn disk_ops() -> &'static cachalot_analytics::Stat {
-    static S: std::sync::OnceLock<cachalot_analytics::Stat> = std::sync::OnceLock::new();
-    S.get_or_init(|| cachalot_analytics::global().stat("disk.ops", &["device", "op"]))
+/// `disk.ops` and `disk.bytes` (device, op): every leaf read and write with its
+/// latency and bytes.
+fn record_disk(device: &str, op: &str, bytes: u64, latency: std::time::Duration) {
+    use cachalot_analytics::Stat;
+    static S: std::sync::OnceLock<(Stat, Stat)> = std::sync::OnceLock::new();
+    let (ops, by) = S.get_or_init(|| {
+        let reg = cachalot_analytics::global();
+        (
+            reg.stat("disk.ops", &["device", "op"]),
+            reg.stat("disk.bytes", &["device", "op"]),
+        )
+    });
+    ops.record(&[device, op], bytes, latency);
+    by.add(&[device, op], 1, bytes);
 }
 
 impl Leaf {
@@ -52,7 +62,7 @@ impl Leaf {
             Some(d) => {
                 let t0 = std::time::Instant::now();
                 let r = d.read_at(buf, DATA_START + offset);
-                disk_ops().record(&[&self.stat_name(), "read"], buf.len() as u64, t0.elapsed());
+                record_disk(&self.stat_name(), "read", buf.len() as u64, t0.elapsed());
                 r
             }
             None => Err(PoolError::Import(format!(
@@ -66,11 +76,7 @@ impl Leaf {
             Some(d) => {
                 let t0 = std::time::Instant::now();
                 let r = d.write_at(buf, DATA_START + offset);
-                disk_ops().record(
-                    &[&self.stat_name(), "write"],
-                    buf.len() as u64,
-                    t0.elapsed(),
-                );
+                record_disk(&self.stat_name(), "write", buf.len() as u64, t0.elapsed());
                 r
             }
             None => Err(PoolError::Import(format!(
