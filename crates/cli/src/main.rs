@@ -11,6 +11,7 @@
 mod commands;
 mod debug;
 mod mount;
+mod mysql;
 mod snapshot;
 mod status;
 mod table;
@@ -72,6 +73,9 @@ pub enum Cmd {
     /// Unmount a filesystem
     #[command(alias = "umount")]
     Unmount(mount::UnmountArgs),
+    /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
+    #[command(subcommand)]
+    Mysql(mysql::MysqlCmd),
     /// Benchmarks: sysbench OLTP and fio against targets side by side
     Bench(cachalot_bench::cli::BenchArgs),
     /// Low-level debugging commands (objects, raw API calls)
@@ -373,6 +377,32 @@ mod tests {
             &["mount", "tank/db", "/mnt/db"],
             &["unmount", "-f", "tank/db"],
             &["umount", "tank/db"],
+            &[
+                "mysql",
+                "snapshot",
+                "--socket",
+                "/run/m.sock",
+                "--user",
+                "root",
+                "tank/db/data,tank/db/log",
+                "s1",
+            ],
+            &[
+                "mysql",
+                "clone",
+                "tank/db/data@s1",
+                "tank/c",
+                "--start",
+                "--port",
+                "3399",
+                "--socket",
+                "/run/c.sock",
+                "--replica-of",
+                "/run/m.sock",
+            ],
+            &["mysql", "restore", "tank/db/data@s1"],
+            &["mysql", "advise", "--socket", "/run/m.sock", "tank/db/data"],
+            &["mysql", "advise", "--socket", "/run/m.sock"],
         ] {
             parse(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
         }
