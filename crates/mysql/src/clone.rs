@@ -199,6 +199,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         .map_err(|e| format!("{}: {e}", cnf.display()))?;
     process::chown_like(&run_dir, &datadir_mount)?;
     remove_source_identity(&cfg)?;
+    rewrite_index_files(&cfg, &rec.mounts, &new_mounts)?;
     // The clones are complete: from here on they stay, whatever happens.
     undo.armed = false;
     drop(undo);
@@ -265,6 +266,52 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
     Ok(report)
 }
 
+/// Binary log index files list the log files by the path the source used: point
+/// them at the clone's files, or the new server would open (and append to) the
+/// source's binary log.
+fn rewrite_index_files(cfg: &CloneConfig, old: &[PathBuf], new: &[PathBuf]) -> Result<(), String> {
+    let mut dirs = vec![cfg.paths.datadir.clone()];
+    if let Some(d) = cfg.paths.binlog_basename.as_ref().and_then(|b| b.parent()) {
+        dirs.push(d.to_path_buf());
+    }
+    dirs.dedup();
+    for dir in dirs {
+        let rd = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.extension().and_then(|x| x.to_str()) != Some("index") || !p.is_file() {
+                continue;
+            }
+            let text =
+                std::fs::read_to_string(&p).map_err(|err| format!("{}: {err}", p.display()))?;
+            let moved = relocate_lines(&text, old, new);
+            if moved != text {
+                std::fs::write(&p, moved).map_err(|err| format!("{}: {err}", p.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every absolute path line under an old mount, moved to the new mount.
+pub fn relocate_lines(text: &str, old: &[PathBuf], new: &[PathBuf]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        match crate::paths::relocate(Path::new(body), old, new) {
+            Some(p) if body.starts_with('/') => {
+                out.push_str(&p.to_string_lossy());
+                out.push_str(nl);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Files that belong to the source's identity or its replication state.
 fn remove_source_identity(cfg: &CloneConfig) -> Result<(), String> {
     let mut dirs = vec![cfg.paths.datadir.clone()];
@@ -298,6 +345,17 @@ fn remove_source_identity(cfg: &CloneConfig) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_lines_move_to_the_clone() {
+        let old = vec![PathBuf::from("/src/data"), PathBuf::from("/src/log")];
+        let new = vec![PathBuf::from("/c/data"), PathBuf::from("/c/log")];
+        let text = "/src/log/binlog.000001\n/src/log/binlog.000002\n./binlog.000003\n";
+        assert_eq!(
+            relocate_lines(text, &old, &new),
+            "/c/log/binlog.000001\n/c/log/binlog.000002\n./binlog.000003\n"
+        );
+    }
 
     #[test]
     fn targets_are_named_by_member_leaf() {

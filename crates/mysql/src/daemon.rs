@@ -88,7 +88,7 @@ impl Daemon {
             .as_array()
             .into_iter()
             .flatten()
-            .any(|r| r["name"]["raw"].as_str() == Some(leaf.as_str())))
+            .any(|r| r["name"].as_str() == Some(leaf.as_str())))
     }
 
     /// Snapshots of filesystem `fs`, oldest first.
@@ -101,7 +101,7 @@ impl Daemon {
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|r| r["name"]["raw"].as_str().map(str::to_string))
+            .filter_map(|r| r["name"].as_str().map(str::to_string))
             .filter(|n| n.split_once('@').map(|(f, _)| f) == Some(fs))
             .collect())
     }
