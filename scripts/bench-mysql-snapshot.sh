@@ -68,6 +68,7 @@ for ((i = 1; i <= SNAPS; i++)); do
     out=$("$CACHALOT" mysql snapshot --socket "$MY_SOCK" tank/mysql/data,tank/mysql/log "b$i")
     ms=$(awk '/^writes blocked/ { print $3 }' <<<"$out")
     blocked+=("$ms")
+    grep '^writes blocked' <<<"$out" >>"$ARTIFACTS/blocked-detail.txt"
     sleep "$SNAP_GAP"
 done
 wait "$sbpid" || fail "sysbench run failed"
@@ -76,11 +77,15 @@ sorted=$(printf '%s\n' "${blocked[@]}" | sort -n)
 result "writes blocked per snapshot (ms, $SNAPS snapshots under $tps tps): $(tr '\n' ' ' <<<"$sorted")"
 result "  min $(head -1 <<<"$sorted") ms, median $(sed -n "$(((SNAPS + 1) / 2))p" <<<"$sorted") ms, max $(tail -1 <<<"$sorted") ms"
 result "  command: cachalot mysql snapshot --socket SOCK tank/mysql/data,tank/mysql/log NAME"
+result "  slowest: $(sort -k3 -n "$ARTIFACTS/blocked-detail.txt" | tail -1)"
 
 note "space of a clone that is not started"
 "$CACHALOT" mysql snapshot --socket "$MY_SOCK" tank/mysql/data,tank/mysql/log plain >/dev/null
+alloc() { "$CACHALOT" pool sync tank >/dev/null && "$CACHALOT" pool list -H -p tank | cut -f3; }
+a0=$(alloc)
 "$CACHALOT" mysql clone tank/mysql/data@plain tank/plain --mountpoint "$D/plain" >/dev/null
-result "space used by a new clone (not started): data $("$CACHALOT" list -H -p -o used tank/plain/data) B, log $("$CACHALOT" list -H -p -o used tank/plain/log) B; referenced: data $("$CACHALOT" list -H -p -o refer tank/plain/data) B"
+a1=$(alloc)
+result "space of a new clone (not started): pool ALLOC grew by $((a1 - a0)) B (the clone's 'used' property says data $("$CACHALOT" list -H -p -o used tank/plain/data) B, log $("$CACHALOT" list -H -p -o used tank/plain/log) B)"
 
 note "clone into a running replica while a write load runs"
 "${SB[@]}" --threads=4 --time=60 run >"$ARTIFACTS/sb-run2.log" 2>&1 &
@@ -93,9 +98,10 @@ out=$("$CACHALOT" mysql clone tank/mysql/data@rep tank/replica --mountpoint "$D/
 t1=$(date +%s.%N)
 echo "$out" >&2
 REPLICA_PID=$(awk '$1 == "server" && $2 == "pid" { print $3 }' <<<"$out")
+a2=$(alloc)
 result "clone to running replica (IO+SQL threads Yes): $(echo "$t1 - $t0" | bc) s wall, CLI says: $(grep '^done' <<<"$out")"
 result "  command: cachalot mysql clone tank/mysql/data@rep tank/replica --mountpoint DIR --replica-of SOCK"
-result "space used by the new clone right after start: data $("$CACHALOT" list -H -p -o used tank/replica/data) B, log $("$CACHALOT" list -H -p -o used tank/replica/log) B (source data $("$CACHALOT" list -H -p -o used tank/mysql/data) B)"
+result "pool ALLOC grew by $((a2 - a1)) B for the replica clone + its start (includes the source's writes meanwhile)"
 wait "$sbpid" || fail "sysbench run failed"
 t_end=$(date +%s.%N)
 src=$(sql "select @@gtid_binlog_pos")
@@ -106,5 +112,5 @@ for ((i = 0; i < 1200; i++)); do
 done
 t2=$(date +%s.%N)
 result "replica caught up with the source $(echo "$t2 - $t_end" | bc) s after the 60 s load ended"
-result "space used by the clone after replicating the load: data $("$CACHALOT" list -H -p -o used tank/replica/data) B, log $("$CACHALOT" list -H -p -o used tank/replica/log) B"
+cp "$D/replica/data.run/error.log" "$ARTIFACTS/replica-error.log"
 cat "$RESULTS"

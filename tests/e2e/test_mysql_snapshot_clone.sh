@@ -195,6 +195,18 @@ assert_contains "$LAST_STDERR" "already exists"
 MYSQL_PWD=right assert_ok "$CACHALOT" mysql snapshot --socket "$MY_SOCK" --user snapper \
     tank/mysql/data,tank/mysql/log s_pw >/dev/null
 
+note "scheduled snapshots: --keep 2 keeps the two newest sets"
+for i in 1 2 3; do
+    out=$(assert_ok "$CACHALOT" mysql snapshot --socket "$MY_SOCK" --keep 2 \
+        tank/mysql/data,tank/mysql/log hourly)
+    ((i < 3)) && sleep 1.1
+done
+assert_contains "$out" "pruned tank/mysql/log@hourly-" "the oldest set is pruned"
+for ds in tank/mysql/data tank/mysql/log; do
+    n=$("$CACHALOT" list -H -t snapshot -o name "$ds" | grep -c "^$ds@hourly-" || true)
+    assert_eq "$n" "2" "hourly snapshots kept on $ds"
+done
+
 note "a daemon slower than --max-block-ms: writes released, no snapshot kept"
 CACHALOT_TEST_MYSQL_HOLD_MS=3000 assert_fails "$CACHALOT" mysql snapshot --socket "$MY_SOCK" \
     --max-block-ms 300 tank/mysql/data,tank/mysql/log slow

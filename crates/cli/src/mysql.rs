@@ -52,9 +52,17 @@ pub struct SnapshotArgs {
     /// Longest time writes may stay blocked waiting for the snapshot (ms)
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub max_block_ms: u64,
+    /// Do not rotate the binary log before the snapshot (by default it is rotated,
+    /// so a clone's crash recovery scans a short last binlog file)
+    #[arg(long)]
+    pub no_binlog_rotate: bool,
+    /// Scheduled use: SNAPNAME is a prefix, the snapshot is named
+    /// SNAPNAME-YYYYMMDD-HHMMSS (UTC), and only the N newest such sets are kept
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
     /// Datasets, the one with the datadir first: DATAFS[,LOGFS...]
     pub datasets: String,
-    /// Snapshot name (the part after '@')
+    /// Snapshot name (the part after '@'); with --keep, its prefix
     pub snapname: String,
 }
 
@@ -163,10 +171,15 @@ fn snapshot(a: SnapshotArgs) -> CmdResult {
     let req = SnapshotRequest {
         mysql_socket: mysql_socket(&a.mysql_socket)?,
         creds: Credentials::new(&a.conn.user),
-        datasets,
-        snap: a.snapname,
+        datasets: datasets.clone(),
+        snap: match a.keep {
+            Some(0) => return Err("--keep must be at least 1".into()),
+            Some(_) => cachalot_mysql::policy::timestamped(&a.snapname),
+            None => a.snapname.clone(),
+        },
         lock_wait_timeout: a.lock_wait_timeout,
         max_block: Duration::from_millis(a.max_block_ms.max(1)),
+        rotate_binlog: !a.no_binlog_rotate,
     };
     let mut d = daemon(&a.conn.daemon_socket)?;
     let r = cachalot_mysql::snapshot::run(&mut d, &req)?;
@@ -178,7 +191,23 @@ fn snapshot(a: SnapshotArgs) -> CmdResult {
         p.binlog_pos.map(|x| x.to_string()).unwrap_or("-".into()),
         if p.gtid.is_empty() { "-" } else { &p.gtid }
     );
-    println!("writes blocked {} ({})", ms(r.blocked), r.method.name());
+    println!(
+        "writes blocked {} ({}: lock {}, snapshot {}, release {})",
+        ms(r.blocked),
+        r.method.name(),
+        ms(r.acquire),
+        ms(r.snapshot),
+        ms(r.release)
+    );
+    if let Some(keep) = a.keep {
+        let p = cachalot_mysql::policy::prune(&mut d, &datasets, &a.snapname, keep)?;
+        for n in &p.destroyed {
+            println!("pruned {n}");
+        }
+        for (n, why) in &p.kept {
+            println!("kept {n}: {why}");
+        }
+    }
     Ok(())
 }
 
@@ -222,7 +251,13 @@ fn clone(a: CloneArgs) -> CmdResult {
             if g.is_empty() { "-" } else { g }
         );
     }
-    println!("done in {:.2} s", r.elapsed.as_secs_f64());
+    println!(
+        "done in {:.2} s (clone and mount {:.2} s, server start {:.2} s, replication {:.2} s)",
+        r.elapsed.as_secs_f64(),
+        r.prepare.as_secs_f64(),
+        r.start.as_secs_f64(),
+        r.replication.as_secs_f64()
+    );
     Ok(())
 }
 

@@ -58,6 +58,11 @@ pub struct CloneReport {
     /// GTID position replication started from.
     pub replica_from: Option<String>,
     pub elapsed: Duration,
+    /// Parts of `elapsed`: clone + mount + config, server start until it answers,
+    /// replication set-up until both threads run.
+    pub prepare: Duration,
+    pub start: Duration,
+    pub replication: Duration,
 }
 
 pub fn run(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, String> {
@@ -210,6 +215,9 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         server: None,
         replica_from: None,
         elapsed: Duration::ZERO,
+        prepare: t0.elapsed(),
+        start: Duration::ZERO,
+        replication: Duration::ZERO,
     };
     if req.start || req.replica_of.is_some() {
         // Check the source before starting anything, so a bad --replica-of costs
@@ -222,6 +230,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
             }
             None => None,
         };
+        let t_start = Instant::now();
         let binary = process::find_server_binary(&rec.flavor)?;
         let pid = process::start_detached(&binary, &cnf, &run_dir.join("mysqld.out"))?;
         let data_clone = report.clones[0].0.clone();
@@ -245,6 +254,8 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
             &cfg.error_log,
         )
         .await?;
+        report.start = t_start.elapsed();
+        let t_repl = Instant::now();
         if let Some((src, addr)) = source.as_mut() {
             let user = format!("cachalot_repl_{}", cfg.server_id);
             let password = replica::random_secret()?;
@@ -259,6 +270,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
             .await?;
             replica::wait_running(&mut replica_conn, req.start_timeout).await?;
             report.replica_from = Some(rec.position.gtid.clone());
+            report.replication = t_repl.elapsed();
         }
         replica_conn.close().await;
     }

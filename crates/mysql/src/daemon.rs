@@ -128,6 +128,11 @@ impl Daemon {
             .map(drop)
     }
 
+    /// Commit a transaction group of `pool` now.
+    pub fn sync_pool(&mut self, pool: &str) -> Result<(), String> {
+        self.call("pool.sync", json!({ "name": pool })).map(drop)
+    }
+
     pub fn destroy(&mut self, name: &str) -> Result<(), String> {
         self.call("ds.destroy", json!({ "name": name, "recursive": false }))
             .map(drop)

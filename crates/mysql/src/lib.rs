@@ -16,6 +16,7 @@ pub mod clone;
 pub mod config;
 pub mod daemon;
 pub mod paths;
+pub mod policy;
 pub mod process;
 pub mod quiesce;
 pub mod record;

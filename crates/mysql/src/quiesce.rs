@@ -72,6 +72,8 @@ pub struct Lock {
     method: Method,
     /// When writes started to be blocked (just before the blocking statement).
     blocked_since: Instant,
+    /// How long the blocking statement took (waiting for commits in flight).
+    pub acquire_time: Duration,
 }
 
 /// Block writes on `holder`'s server. On failure the lock is released again.
@@ -107,6 +109,7 @@ pub async fn acquire(
                 control,
                 method,
                 blocked_since,
+                acquire_time: blocked_since.elapsed(),
             };
             let _ = lock.release().await;
             return Err(format!("cannot quiesce ({sql}): {e}"));
@@ -117,6 +120,7 @@ pub async fn acquire(
         control,
         method,
         blocked_since,
+        acquire_time: blocked_since.elapsed(),
     })
 }
 
@@ -166,6 +170,7 @@ impl Lock {
             mut control,
             method,
             blocked_since,
+            ..
         } = self;
         let id = holder.connection_id();
         let outcome =

@@ -36,6 +36,9 @@ pub struct SnapshotRequest {
     pub lock_wait_timeout: u64,
     /// Longest time writes may stay blocked waiting for the daemon.
     pub max_block: Duration,
+    /// Rotate the binary log (FLUSH BINARY LOGS) before quiescing, so that a clone's
+    /// crash recovery scans a short last binlog file instead of a long one.
+    pub rotate_binlog: bool,
 }
 
 /// What was done.
@@ -44,6 +47,11 @@ pub struct SnapshotReport {
     pub snapshots: Vec<String>,
     pub method: Method,
     pub blocked: Duration,
+    /// Parts of `blocked`: the blocking statement (commits in flight finishing),
+    /// the daemon's atomic snapshot, and the release.
+    pub acquire: Duration,
+    pub snapshot: Duration,
+    pub release: Duration,
     pub position: Position,
 }
 
@@ -182,6 +190,12 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
         .unwrap_or(0);
     let (flavor, version) = (holder.flavor, holder.version_string.clone());
     let method = Method::for_server(flavor, holder.version);
+    if req.rotate_binlog && sp.binlog_basename.is_some() {
+        holder.exec("FLUSH BINARY LOGS").await?;
+    }
+    // Commit what is dirty now, so the snapshot inside the lock has little to write.
+    let pool = req.datasets[0].split('/').next().unwrap_or_default();
+    daemon.sync_pool(pool)?;
 
     // The daemon request runs on its own thread and connection, so the lock can be
     // released on time even if the daemon does not answer.
@@ -204,8 +218,13 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
         std::thread::sleep(Duration::from_millis(hold_ms));
         let _ = tx.send(worker_daemon.snapshot(&snap_names));
     });
+    let acquire = lock.acquire_time;
+    let asked = std::time::Instant::now();
     let outcome = tokio::time::timeout(req.max_block, rx).await;
+    let snapshot_time = asked.elapsed();
+    let releasing = std::time::Instant::now();
     let released = lock.release().await;
+    let release_time = releasing.elapsed();
     let snapshot_result = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(_)) => Err("the snapshot thread ended without an answer".into()),
@@ -245,6 +264,9 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
         snapshots: names,
         method,
         blocked,
+        acquire,
+        snapshot: snapshot_time,
+        release: release_time,
         position,
     })
 }
