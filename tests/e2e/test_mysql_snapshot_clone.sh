@@ -192,6 +192,11 @@ assert_fails "$CACHALOT" mysql clone tank/other@plain tank/c2
 assert_contains "$LAST_STDERR" "not taken by"
 assert_fails "$CACHALOT" mysql clone tank/mysql/data@s1 tank/dev
 assert_contains "$LAST_STDERR" "already exists"
+assert_fails "$CACHALOT" mysql clone tank/mysql/data@s1 tank/bad --replica-of "$D/nope.sock"
+assert_contains "$LAST_STDERR" "no such socket"
+assert_fails "$CACHALOT" mysql clone tank/mysql/data@s1 tank/bad --replica-of "$REPLICA_SOCK"
+assert_contains "$LAST_STDERR" "replicate from the server the snapshot came from"
+assert_fails "$CACHALOT" get type tank/bad
 MYSQL_PWD=right assert_ok "$CACHALOT" mysql snapshot --socket "$MY_SOCK" --user snapper \
     tank/mysql/data,tank/mysql/log s_pw >/dev/null
 

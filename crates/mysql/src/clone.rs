@@ -141,6 +141,29 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
             return Err(format!("snapshot '{m}@{snap}' of the set is missing"));
         }
     }
+    // Check the source before creating anything, so a bad --replica-of costs
+    // no clone.
+    let mut source = match &req.replica_of {
+        Some(sock) => {
+            let mut s = Server::connect(sock, &req.creds).await?;
+            let id: u64 = s
+                .var("server_id")
+                .await?
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            if id != rec.server_id {
+                return Err(format!(
+                    "the server at {} has server_id {id}, but '{}' was taken from server_id {}: replicate from the server the snapshot came from",
+                    sock.display(),
+                    req.snapshot,
+                    rec.server_id
+                ));
+            }
+            let addr = replica::source_address(&mut s).await?;
+            Some((s, addr))
+        }
+        None => None,
+    };
     let mp_prop = |dir: &Path| format!("mountpoint={}", dir.display());
     let mut undo = Undo {
         daemon,
@@ -220,16 +243,6 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         replication: Duration::ZERO,
     };
     if req.start || req.replica_of.is_some() {
-        // Check the source before starting anything, so a bad --replica-of costs
-        // no server start.
-        let mut source = match &req.replica_of {
-            Some(sock) => {
-                let mut s = Server::connect(sock, &req.creds).await?;
-                let addr = replica::source_address(&mut s).await?;
-                Some((s, addr))
-            }
-            None => None,
-        };
         let t_start = Instant::now();
         let binary = process::find_server_binary(&rec.flavor)?;
         let pid = process::start_detached(&binary, &cnf, &run_dir.join("mysqld.out"))?;
