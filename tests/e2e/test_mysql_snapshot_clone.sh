@@ -11,8 +11,10 @@
 # - restore is refused while the server runs, and brings back the snapshot's data
 #   once it is stopped;
 # - bad input (wrong socket, wrong credentials, datasets that are not the server's,
-#   a snapshot name in use, a client killed while holding the lock, a daemon too
-#   slow for --max-block-ms): one-line errors, and writes proceed afterwards.
+#   a snapshot name in use, taken by someone else while the lock is held, a client
+#   killed while holding the lock, a daemon too slow for --max-block-ms, a wrong
+#   --replica-of): one-line errors, and writes proceed afterwards;
+# - scheduled snapshots: --keep 2 keeps the two newest timestamped sets.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -63,6 +65,18 @@ writes_proceed() {
     timeout 10 mariadb -S "$MY_SOCK" -uroot -e \
         "set session lock_wait_timeout=5; insert into ck.w values ()" ||
         fail "writes on the source are blocked after: $1"
+}
+
+# wait_until_blocked: wait until a write on the source cannot commit within 1 s
+# (a snapshot client holds the lock).
+wait_until_blocked() {
+    local i
+    for ((i = 0; i < 100; i++)); do
+        timeout 10 mariadb -S "$MY_SOCK" -uroot -e \
+            "set session lock_wait_timeout=1; insert into ck.w values ()" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    fail "the snapshot client never blocked writes"
 }
 
 # slave_field SOCK FIELD: one column of SHOW SLAVE STATUS (empty if none).
@@ -219,20 +233,26 @@ assert_contains "$LAST_STDERR" "did not take the snapshot within 300 ms"
 writes_proceed "max-block timeout"
 "$CACHALOT" list -H -t snapshot -o name -r tank | grep -q '@slow' && fail "late snapshot kept"
 
+note "the daemon refuses the snapshot while the lock is held: error, writes released"
+CACHALOT_TEST_MYSQL_HOLD_MS=2000 "$CACHALOT" mysql snapshot --socket "$MY_SOCK" \
+    tank/mysql/data,tank/mysql/log race >"$D/race.out" 2>"$D/race.err" &
+cli=$!
+wait_until_blocked
+assert_ok "$CACHALOT" snapshot tank/mysql/log@race
+rc=0
+wait "$cli" || rc=$?
+((rc == 1)) || fail "snapshot with a name taken meanwhile: exit $rc, expected 1"
+[[ $(grep -c '' "$D/race.err") == 1 ]] || fail "expected a one-line error: $(cat "$D/race.err")"
+assert_contains "$(cat "$D/race.err")" "already exists"
+writes_proceed "a snapshot the daemon refused"
+"$CACHALOT" list -H -t snapshot -o name tank/mysql/data | grep -q '@race' && fail "half a set kept"
+assert_ok "$CACHALOT" destroy tank/mysql/log@race
+
 note "client killed while it holds the lock"
 CACHALOT_TEST_MYSQL_HOLD_MS=60000 "$CACHALOT" mysql snapshot --socket "$MY_SOCK" \
     tank/mysql/data,tank/mysql/log killed >/dev/null 2>&1 &
 cli=$!
-blocked=0
-for ((i = 0; i < 100; i++)); do
-    if ! timeout 10 mariadb -S "$MY_SOCK" -uroot -e \
-        "set session lock_wait_timeout=1; insert into ck.w values ()" 2>/dev/null; then
-        blocked=1
-        break
-    fi
-    sleep 0.1
-done
-((blocked)) || fail "the snapshot client never blocked writes"
+wait_until_blocked
 kill -KILL "$cli"
 wait "$cli" 2>/dev/null || true
 writes_proceed "the client was killed while holding the lock"
