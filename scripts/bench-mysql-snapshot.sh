@@ -25,6 +25,7 @@ SNAP_GAP=${SNAP_GAP:-3}
 POOL_SIZE=${POOL_SIZE:-16G}
 RESULTS=$ARTIFACTS/results.txt
 : >"$RESULTS"
+: >"$ARTIFACTS/blocked-detail.txt"
 result() { echo "$*" | tee -a "$RESULTS" >&2; }
 
 REPLICA_PID=
