@@ -4,7 +4,9 @@
 //! Invariant: inside `mysql` subcommands `--socket` is the MySQL server's socket
 //! (CLI.md). The argument keeps the id `socket` so clap does not add the global
 //! daemon `--socket` there; these commands find the daemon through
-//! `--daemon-socket`, `$CACHALOT_SOCKET` or `$CACHALOT_HOME`.
+//! `--daemon-socket`, a global `--socket` given before `mysql` (clap would
+//! overwrite it with the subcommand's value, so it is read from the raw arguments),
+//! `$CACHALOT_SOCKET` or `$CACHALOT_HOME`.
 
 use crate::commands::{absolute, CmdResult};
 use cachalot_daemon::client::default_socket;
@@ -126,11 +128,32 @@ pub struct AdviseArgs {
 }
 
 fn daemon(sock: &Option<PathBuf>) -> Result<Daemon, String> {
-    let path = match sock {
+    let before = socket_before_subcommand(std::env::args_os().skip(1));
+    let path = match sock.as_ref().or(before.as_ref()) {
         Some(p) => absolute(p)?,
         None => default_socket(),
     };
     Daemon::connect(&path)
+}
+
+/// The value of a global `--socket` given before the subcommand (`cachalot
+/// --socket D mysql ...`), read from the raw arguments.
+pub fn socket_before_subcommand<I: IntoIterator<Item = std::ffi::OsString>>(
+    args: I,
+) -> Option<PathBuf> {
+    let mut it = args.into_iter();
+    let mut found = None;
+    while let Some(a) = it.next() {
+        let s = a.to_string_lossy();
+        if s == "--socket" {
+            found = it.next().map(PathBuf::from);
+        } else if let Some(v) = s.strip_prefix("--socket=") {
+            found = Some(PathBuf::from(v));
+        } else if !s.starts_with('-') {
+            break;
+        }
+    }
+    found
 }
 
 fn mysql_socket(s: &Option<PathBuf>) -> Result<PathBuf, String> {
@@ -144,11 +167,16 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-pub fn run(cmd: MysqlCmd) -> CmdResult {
+/// `global_socket`: the global `--socket`; trustworthy only for `restore`, the one
+/// subcommand without a `--socket` of its own.
+pub fn run(cmd: MysqlCmd, global_socket: Option<PathBuf>) -> CmdResult {
     match cmd {
         MysqlCmd::Snapshot(a) => snapshot(a),
         MysqlCmd::Clone(a) => clone(a),
-        MysqlCmd::Restore(a) => restore(a),
+        MysqlCmd::Restore(mut a) => {
+            a.daemon_socket = a.daemon_socket.or(global_socket);
+            restore(a)
+        }
         MysqlCmd::Advise(a) => advise(a),
     }
 }
@@ -304,4 +332,30 @@ fn advise(a: AdviseArgs) -> CmdResult {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(|s| s.into()).collect()
+    }
+
+    #[test]
+    fn global_socket_is_read_before_the_subcommand_only() {
+        let got = |a: &[&str]| socket_before_subcommand(args(a));
+        assert_eq!(
+            got(&["--socket", "/d", "mysql", "snapshot", "--socket", "/m", "a", "b"]),
+            Some(PathBuf::from("/d"))
+        );
+        assert_eq!(
+            got(&["--socket=/d", "mysql", "advise"]),
+            Some(PathBuf::from("/d"))
+        );
+        assert_eq!(
+            got(&["mysql", "snapshot", "--socket", "/m", "a", "b"]),
+            None
+        );
+    }
 }
