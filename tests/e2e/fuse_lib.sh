@@ -4,7 +4,9 @@
 #
 #   fuse_pool SIZE             start the daemon, create pool 'tank' on a file of SIZE
 #   fuse_mount DS DIR [PROPS]  create dataset DS (-o PROPS...) and mount it on DIR
-#   mariadb_init DATA LOG RUN  mariadb-install-db into DATA (redo/binlog in LOG)
+#   mariadb_init DATA LOG RUN  mariadb-install-db into DATA (redo/binlog in LOG);
+#                              with MY_PORT set it listens on 127.0.0.1:MY_PORT
+#                              (replicas need TCP), else on its socket only
 #   mariadb_start / mariadb_stop / mariadb_kill9 / sql SQL...
 #
 # Everything started here is stopped on exit (MariaDB first, then the daemon,
@@ -58,6 +60,8 @@ mariadb_init() {
     MY_ERRLOG=$run/error.log
     MY_CNF=$run/my.cnf
     MY_SOCK=$run/mysqld.sock
+    local net=skip-networking
+    [[ -n ${MY_PORT:-} ]] && net=$(printf 'port=%s\nbind-address=127.0.0.1' "$MY_PORT")
     cat >"$MY_CNF" <<CNF
 [mysqld]
 datadir=$data
@@ -68,7 +72,7 @@ sync_binlog=1
 socket=$MY_SOCK
 pid-file=$run/mysqld.pid
 log-error=$MY_ERRLOG
-skip-networking
+$net
 user=mysql
 innodb_buffer_pool_size=64M
 innodb_log_file_size=32M

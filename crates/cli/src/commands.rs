@@ -117,6 +117,7 @@ pub fn run(cli: Cli) -> CmdResult {
             Ok(())
         }
         Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
+        Cmd::Mysql(m) => crate::mysql::run(m, cli.socket.clone()),
         Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
         Cmd::Snapshot(a) => crate::snapshot::snapshot(&mut ctx, a),
         Cmd::Rollback(a) => crate::snapshot::rollback(&mut ctx, a),

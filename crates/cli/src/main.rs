@@ -12,6 +12,7 @@ mod analytics;
 mod commands;
 mod debug;
 mod mount;
+mod mysql;
 mod snapshot;
 mod status;
 mod stream;
@@ -82,6 +83,9 @@ pub enum Cmd {
     /// Statistics: list, show (rates with breakdowns), heatmap
     #[command(subcommand)]
     Analytics(analytics::AnalyticsCmd),
+    /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
+    #[command(subcommand)]
+    Mysql(mysql::MysqlCmd),
     /// Benchmarks: sysbench OLTP and fio against targets side by side
     Bench(cachalot_bench::cli::BenchArgs),
     /// Low-level debugging commands (objects, raw API calls)
@@ -428,6 +432,32 @@ mod tests {
                 "--json",
             ],
             &["serve", "--analytics", "off", "--analytics-seconds", "600"],
+            &[
+                "mysql",
+                "snapshot",
+                "--socket",
+                "/run/m.sock",
+                "--user",
+                "root",
+                "tank/db/data,tank/db/log",
+                "s1",
+            ],
+            &[
+                "mysql",
+                "clone",
+                "tank/db/data@s1",
+                "tank/c",
+                "--start",
+                "--port",
+                "3399",
+                "--socket",
+                "/run/c.sock",
+                "--replica-of",
+                "/run/m.sock",
+            ],
+            &["mysql", "restore", "tank/db/data@s1"],
+            &["mysql", "advise", "--socket", "/run/m.sock", "tank/db/data"],
+            &["mysql", "advise", "--socket", "/run/m.sock"],
         ] {
             parse(a).unwrap_or_else(|e| panic!("{a:?}: {e}"));
         }
