@@ -51,6 +51,14 @@ assert_ok "$C" pool sync tank
 after=$(assert_ok "$C" pool list -H -p tank | cut -f3)
 ((after - before < 1024 * 1024)) || fail "a fresh clone cost $((after - before)) bytes"
 assert_ok "$C" debug read tank/copy "$obj" --seed 1 --len 8M >/dev/null
+cused=$(assert_ok "$C" get -H -p -o value used tank/copy)
+((cused < 1024 * 1024)) || fail "a fresh clone reports used=$cused (it shares everything with its origin)"
+assert_ok "$C" debug write tank/copy "$obj" --off $((8 << 20)) --seed 9 --len 2M
+assert_ok "$C" pool sync tank
+cused=$(assert_ok "$C" get -H -p -o value used tank/copy)
+((cused >= 2 * 1024 * 1024 && cused < 3 * 1024 * 1024)) || fail "clone used=$cused after 2M of new data"
+crefer=$(assert_ok "$C" get -H -p -o value referenced tank/copy)
+((crefer >= 8 * 1024 * 1024)) || fail "clone referenced=$crefer, expected the origin's 8M"
 assert_eq "$(assert_ok "$C" get -H -o value origin tank/copy)" "tank/data@s1" "origin"
 assert_fails "$C" destroy tank/data@s1
 

@@ -1506,7 +1506,7 @@ impl Store {
                 DatasetInfo {
                     name: r.name.clone(),
                     kind: r.kind,
-                    used: used_of(&st.catalog, *id),
+                    used: self.used_reported(&st.catalog, *id),
                     available: self.available_in(&st.catalog, *id),
                     referenced: r.acct.used,
                     mountpoint: match r.kind {
@@ -1647,6 +1647,46 @@ impl Store {
         Ok(out)
     }
 
+    /// `used` as users see it (zfs's meaning): what destroying the dataset and
+    /// its snapshots and children would free. For a clone that excludes the
+    /// blocks it still shares with its origin (born at or before the origin's
+    /// txg), found by walking only what was born since (the head's new blocks
+    /// and the dead-list entries born after the origin). Space checks keep the
+    /// cheaper, conservative `used_of`.
+    fn used_reported(&self, cat: &Catalog, id: u64) -> u64 {
+        let d = &cat.datasets[&id];
+        let own = match d.origin_txg {
+            0 => None,
+            origin => self.clone_own_bytes(d, origin).ok(),
+        };
+        let own = own.unwrap_or_else(|| {
+            d.acct.used
+                + d.deadlist_bytes
+                + d.snapshots.iter().map(|s| s.deadlist_bytes).sum::<u64>()
+        });
+        own + cat
+            .children(id)
+            .map(|c| {
+                self.used_reported(cat, c.id)
+                    .max(num_prop(c, "reservation"))
+            })
+            .sum::<u64>()
+    }
+
+    /// Bytes of clone `d` born after its origin `origin_txg`: in its head and in
+    /// its dead lists.
+    fn clone_own_bytes(&self, d: &DatasetRecord, origin_txg: u64) -> Result<u64> {
+        let mut own = crate::snapshot::written_bytes(&self.cache, &d.objset, origin_txg)?;
+        for list in std::iter::once(d.deadlist).chain(d.snapshots.iter().map(|s| s.deadlist)) {
+            own += crate::snapshot::read_deadlist(&self.mos, list)?
+                .iter()
+                .filter(|bp| bp.birth_txg > origin_txg)
+                .map(|bp| bp.asize_total())
+                .sum::<u64>();
+        }
+        Ok(own)
+    }
+
     fn prop_value(&self, cat: &Catalog, id: u64, p: &str) -> Result<(String, String)> {
         let rec = &cat.datasets[&id];
         let ro = |v: String| Ok((v, "-".to_string()));
@@ -1657,7 +1697,7 @@ impl Store {
                 DatasetKind::Volume => "volume".into(),
             }),
             "creation" => ro(rec.creation.to_string()),
-            "used" => ro(used_of(cat, id).to_string()),
+            "used" => ro(self.used_reported(cat, id).to_string()),
             "available" | "avail" => ro(self.available_in(cat, id).to_string()),
             "referenced" | "refer" => ro(rec.acct.used.to_string()),
             "written" => {
