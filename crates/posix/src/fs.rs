@@ -150,6 +150,12 @@ impl Fs {
     /// the space of files left unlinked-but-open by a crash.
     pub fn mount(store: Arc<Store>, ds: Arc<Dataset>) -> Result<Fs> {
         let m = master::open_or_create(&ds)?;
+        let fs = Fs::with_master(store, ds, m)?;
+        fs.reclaim_orphans()?;
+        Ok(fs)
+    }
+
+    fn with_master(store: Arc<Store>, ds: Arc<Dataset>, m: master::Master) -> Result<Fs> {
         let fs = Fs {
             ds,
             store,
@@ -160,7 +166,6 @@ impl Fs {
             open_counts: Mutex::new(HashMap::new()),
         };
         load(&*fs.ds, fs.root)?;
-        fs.reclaim_orphans()?;
         Ok(fs)
     }
 
@@ -172,17 +177,7 @@ impl Fs {
             return Err(Errno::EINVAL);
         }
         let m = master::open(&ds)?;
-        let fs = Fs {
-            ds,
-            store,
-            root: m.root,
-            orphans: m.orphans,
-            ns: RwLock::new(()),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            open_counts: Mutex::new(HashMap::new()),
-        };
-        load(&*fs.ds, fs.root)?;
-        Ok(fs)
+        Fs::with_master(store, ds, m)
     }
 
     /// True for a snapshot's filesystem.
