@@ -158,7 +158,7 @@ impl FuseFs {
                 Ok((self.virtual_attr(CTL_INO), 0))
             }
             Node::Object { fs, slot, obj } => {
-                let a = self.run("lookup", obj, || fs.lookup(obj, name))?;
+                let a = self.run_at(slot, "lookup", obj, || fs.lookup(obj, name))?;
                 if slot == 0 {
                     self.stats.name(a.ino, obj, name);
                 }
@@ -210,6 +210,23 @@ impl FuseFs {
         r
     }
 
+    /// `run` for an object of the filesystem in `slot`: operations inside
+    /// snapshots are not the dataset's traffic (and their object ids would be
+    /// named after the live files), so they are guarded but not counted.
+    fn run_at<T>(
+        &self,
+        slot: u16,
+        op: &str,
+        obj: u64,
+        f: impl FnOnce() -> Result<T, PErrno>,
+    ) -> R<T> {
+        if slot == 0 {
+            self.run(op, obj, f)
+        } else {
+            self.guarded(op, obj, f)
+        }
+    }
+
     /// Run one operation, turning a panic into EIO (the caller counts it).
     fn guarded<T>(&self, op: &str, obj: u64, f: impl FnOnce() -> Result<T, PErrno>) -> R<T> {
         match catch_unwind(AssertUnwindSafe(f)) {
@@ -258,7 +275,7 @@ impl Filesystem for FuseFs {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let r = match self.node(ino) {
             Ok(Node::Object { fs, slot, obj }) => self
-                .run("getattr", obj, || fs.getattr(obj))
+                .run_at(slot, "getattr", obj, || fs.getattr(obj))
                 .and_then(|a| self.fattr(slot, &a)),
             Ok(_) => Ok(self.virtual_attr(ino.0)),
             Err(e) => Err(e),
@@ -310,7 +327,9 @@ impl Filesystem for FuseFs {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => self.run("readlink", obj, || fs.readlink(obj)),
+            Ok(Node::Object { fs, slot, obj }) => {
+                self.run_at(slot, "readlink", obj, || fs.readlink(obj))
+            }
             Ok(_) => Err(Errno::EINVAL),
             Err(e) => Err(e),
         };
@@ -469,7 +488,7 @@ impl Filesystem for FuseFs {
         let writes = flags.0 & libc::O_ACCMODE != libc::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
         let r = match self.node(ino) {
             Ok(Node::Object { slot, .. }) if slot != 0 && writes => Err(Errno::EROFS),
-            Ok(Node::Object { fs, obj, .. }) => self.run("open", obj, || fs.open(obj)),
+            Ok(Node::Object { fs, slot, obj }) => self.run_at(slot, "open", obj, || fs.open(obj)),
             Ok(_) => Err(Errno::EISDIR),
             Err(e) => Err(e),
         };
@@ -566,7 +585,9 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => self.run("release", obj, || fs.release(obj)),
+            Ok(Node::Object { fs, slot, obj }) => {
+                self.run_at(slot, "release", obj, || fs.release(obj))
+            }
             Ok(_) => Ok(()),
             Err(e) => Err(e),
         };
@@ -597,8 +618,8 @@ impl Filesystem for FuseFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => self
-                .run("opendir", obj, || fs.getattr(obj))
+            Ok(Node::Object { fs, slot, obj }) => self
+                .run_at(slot, "opendir", obj, || fs.getattr(obj))
                 .map(|a| a.kind == cachalot_posix::FileKind::Directory),
             Ok(_) => Ok(true),
             Err(e) => Err(e),
@@ -637,7 +658,7 @@ impl Filesystem for FuseFs {
             }
             Err(e) => return reply.error(e),
         };
-        match self.run("readdir", o, || fs.readdir(o, offset, 256)) {
+        match self.run_at(slot, "readdir", o, || fs.readdir(o, offset, 256)) {
             Ok(entries) => {
                 for e in entries {
                     let name = OsStr::from_bytes(&e.name);
@@ -710,8 +731,8 @@ impl Filesystem for FuseFs {
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => {
-                self.run("getxattr", obj, || fs.getxattr(obj, name.as_bytes()))
+            Ok(Node::Object { fs, slot, obj }) => {
+                self.run_at(slot, "getxattr", obj, || fs.getxattr(obj, name.as_bytes()))
             }
             Ok(_) => Err(Errno::NO_XATTR),
             Err(e) => Err(e),
@@ -726,7 +747,9 @@ impl Filesystem for FuseFs {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => self.run("listxattr", obj, || fs.listxattr(obj)),
+            Ok(Node::Object { fs, slot, obj }) => {
+                self.run_at(slot, "listxattr", obj, || fs.listxattr(obj))
+            }
             Ok(_) => Ok(Vec::new()),
             Err(e) => Err(e),
         };
@@ -752,9 +775,9 @@ impl Filesystem for FuseFs {
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // default_permissions: the kernel has checked already; only existence here.
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, obj, .. }) => {
-                self.run("access", obj, || fs.getattr(obj)).map(drop)
-            }
+            Ok(Node::Object { fs, slot, obj }) => self
+                .run_at(slot, "access", obj, || fs.getattr(obj))
+                .map(drop),
             Ok(_) => Ok(()),
             Err(e) => Err(e),
         };
