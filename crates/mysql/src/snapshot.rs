@@ -212,7 +212,7 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
     let snap_names = names.clone();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(hold_ms));
@@ -220,7 +220,7 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
     });
     let acquire = lock.acquire_time;
     let asked = std::time::Instant::now();
-    let outcome = tokio::time::timeout(req.max_block, rx).await;
+    let outcome = tokio::time::timeout(req.max_block, &mut rx).await;
     let snapshot_time = asked.elapsed();
     let releasing = std::time::Instant::now();
     let released = lock.release().await;
@@ -230,8 +230,13 @@ async fn take(daemon: &mut Daemon, req: &SnapshotRequest) -> Result<SnapshotRepo
         Ok(Err(_)) => Err("the snapshot thread ended without an answer".into()),
         Err(_) => {
             // Too slow: writes are released already; whatever the daemon still does
-            // must not leave a snapshot that claims the recorded position.
-            discard_late(daemon, &names);
+            // must not leave a snapshot that claims the recorded position. Wait for
+            // its answer first: a snapshot seen before its commit cannot be
+            // destroyed yet.
+            let late = tokio::time::timeout(LATE_ANSWER_WAIT, rx).await;
+            if !matches!(late, Ok(Ok(Err(_)))) {
+                discard_late(daemon, &names);
+            }
             return Err(format!(
                 "the daemon did not take the snapshot within {} ms; writes were released and no snapshot was kept",
                 req.max_block.as_millis()
@@ -285,18 +290,22 @@ fn record_on_all(
     Ok(())
 }
 
-/// After a timed-out snapshot request: wait (bounded) for the snapshots to appear
-/// and destroy them.
+/// How long a timed-out snapshot request may still take to answer.
+const LATE_ANSWER_WAIT: Duration = Duration::from_secs(60);
+
+/// After a timed-out snapshot request has answered (or not within
+/// `LATE_ANSWER_WAIT`): destroy every snapshot of the set, retrying until none is
+/// left (bounded), since one may still be committing.
 fn discard_late(daemon: &mut Daemon, names: &[String]) {
     for _ in 0..600 {
-        let mut any = false;
+        let mut left = false;
         for n in names {
-            if daemon.exists(n).unwrap_or(false) {
-                any = true;
+            if daemon.exists(n).unwrap_or(true) {
+                left = true;
                 let _ = daemon.destroy(n);
             }
         }
-        if any {
+        if !left {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));
