@@ -271,17 +271,12 @@ impl Daemon {
 
     /// Answer one request. Never panics.
     pub fn handle(&self, req: &Request) -> Response {
-        if self.shutting_down.load(Ordering::SeqCst) {
+        if self.is_shutting_down() {
             return Response::err("the daemon is shutting down");
         }
-        match catch_unwind(AssertUnwindSafe(|| self.dispatch(req))) {
-            Ok(Ok(v)) => Response::ok(v),
-            Ok(Err(e)) => Response::err(e),
-            Err(p) => {
-                let msg = panic_message(&p);
-                log(format!("internal error in {}: {msg}", req.op));
-                Response::err(format!("internal error in {}: {msg}", req.op))
-            }
+        match guarded(&req.op, || self.dispatch(req)) {
+            Ok(v) => Response::ok(v),
+            Err(e) => Response::err(e),
         }
     }
 
@@ -1160,6 +1155,19 @@ fn list_row(store: &Store, info: &DatasetInfo, props: &[String]) -> OpResult {
 
 fn canon(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Run `f`, turning a panic inside it into an error "internal error in WHAT"
+/// (logged), so no request can take a connection thread down.
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = panic_message(&p);
+            log(format!("internal error in {what}: {msg}"));
+            Err(format!("internal error in {what}: {msg}"))
+        }
+    }
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -72,7 +72,8 @@ pub fn serve_unix(listener: UnixListener, daemon: Arc<Daemon>) {
     }
 }
 
-fn write_response(w: &mut UnixStream, r: &Response) -> std::io::Result<()> {
+/// Write one response line (the streaming ops use it too).
+pub(crate) fn write_response(w: &mut dyn Write, r: &Response) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(r)
         .unwrap_or_else(|_| br#"{"ok":false,"error":"cannot encode the response"}"#.to_vec());
     line.push(b'\n');

@@ -17,12 +17,12 @@
 //! stream, which the engine discards whole (nothing of it is left behind).
 
 use super::snapshots::split_snapshot_name;
-use super::{log, panic_message, se, Daemon};
+use super::{guarded, log, se, Daemon};
 use crate::frames::{FrameReader, FrameWriter};
 use crate::proto::{pool_of, validate_dataset_name, Args, Request, Response};
+use crate::unix::write_response;
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The streaming ops and the arguments each accepts (unix socket only).
 pub const STREAM_OPS: &[(&str, &[&str])] = &[
@@ -33,25 +33,6 @@ pub const STREAM_OPS: &[(&str, &[&str])] = &[
 /// True if `op` is answered by [`Daemon::handle_stream`] rather than `handle`.
 pub fn is_stream_op(op: &str) -> bool {
     STREAM_OPS.iter().any(|(n, _)| *n == op)
-}
-
-fn send_line(out: &mut dyn Write, r: &Response) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(r)
-        .unwrap_or_else(|_| br#"{"ok":false,"error":"cannot encode the response"}"#.to_vec());
-    line.push(b'\n');
-    out.write_all(&line)?;
-    out.flush()
-}
-
-fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => {
-            let msg = panic_message(&p);
-            log(format!("internal error in {what}: {msg}"));
-            Err(format!("internal error in {what}: {msg}"))
-        }
-    }
 }
 
 impl Daemon {
@@ -66,12 +47,12 @@ impl Daemon {
         let args = match Args::new(&req.op, &req.args, allowed) {
             Ok(a) => a,
             Err(e) => {
-                let _ = send_line(out, &Response::err(e));
+                let _ = write_response(out, &Response::err(e));
                 return;
             }
         };
         if self.is_shutting_down() {
-            let _ = send_line(out, &Response::err("the daemon is shutting down"));
+            let _ = write_response(out, &Response::err("the daemon is shutting down"));
             return;
         }
         let _ = match req.op.as_str() {
@@ -95,9 +76,9 @@ impl Daemon {
         });
         let (store, snap, from, estimate) = match prepared {
             Ok(p) => p,
-            Err(e) => return send_line(out, &Response::err(e)),
+            Err(e) => return write_response(out, &Response::err(e)),
         };
-        send_line(out, &Response::ok(json!({ "estimated_bytes": estimate })))?;
+        write_response(out, &Response::ok(json!({ "estimated_bytes": estimate })))?;
         let mut frames = FrameWriter::new(&mut *out);
         let sent = guarded("send", || {
             store
@@ -112,9 +93,9 @@ impl Daemon {
                     from.map(|f| format!(" from '{f}'")).unwrap_or_default(),
                     stats.bytes
                 ));
-                send_line(out, &Response::ok(json!(stats)))
+                write_response(out, &Response::ok(json!(stats)))
             }
-            Err(e) => send_line(out, &Response::err(e)),
+            Err(e) => write_response(out, &Response::err(e)),
         }
     }
 
@@ -138,9 +119,9 @@ impl Daemon {
         });
         let (store, name, force) = match prepared {
             Ok(p) => p,
-            Err(e) => return send_line(out, &Response::err(e)),
+            Err(e) => return write_response(out, &Response::err(e)),
         };
-        send_line(out, &Response::ok(Value::Null))?;
+        write_response(out, &Response::ok(Value::Null))?;
         let mut frames = FrameReader::new(input);
         let received = guarded("receive", || {
             store
@@ -155,12 +136,12 @@ impl Daemon {
                     log(format!("receive into '{name}': after the stream: {e}"));
                 }
                 log(format!("received '{snapshot}': {} bytes", frames.total()));
-                send_line(
+                write_response(
                     out,
                     &Response::ok(json!({ "snapshot": snapshot, "bytes": frames.total() })),
                 )
             }
-            Err(e) => send_line(out, &Response::err(e)),
+            Err(e) => write_response(out, &Response::err(e)),
         }
     }
 }
