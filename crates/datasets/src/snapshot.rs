@@ -248,9 +248,14 @@ pub(crate) fn unique_bytes(
         Some(n) => n.deadlist,
         None => rec.deadlist,
     };
-    Ok(read_deadlist(mos, next_list)?
+    deadlist_bytes_born_after(mos, next_list, p_txg)
+}
+
+/// Bytes of the entries of dead list `obj` born after `txg`.
+pub(crate) fn deadlist_bytes_born_after(mos: &ObjectSet, obj: u64, txg: u64) -> Result<u64> {
+    Ok(read_deadlist(mos, obj)?
         .iter()
-        .filter(|bp| bp.birth_txg > p_txg)
+        .filter(|bp| bp.birth_txg > txg)
         .map(|bp| bp.asize_total())
         .sum())
 }

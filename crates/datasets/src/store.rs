@@ -1654,23 +1654,12 @@ impl Store {
     /// and the dead-list entries born after the origin). Space checks keep the
     /// cheaper, conservative `used_of`.
     fn used_reported(&self, cat: &Catalog, id: u64) -> u64 {
-        let d = &cat.datasets[&id];
-        let own = match d.origin_txg {
-            0 => None,
-            origin => self.clone_own_bytes(d, origin).ok(),
-        };
-        let own = own.unwrap_or_else(|| {
-            d.acct.used
-                + d.deadlist_bytes
-                + d.snapshots.iter().map(|s| s.deadlist_bytes).sum::<u64>()
-        });
-        own + cat
-            .children(id)
-            .map(|c| {
-                self.used_reported(cat, c.id)
-                    .max(num_prop(c, "reservation"))
-            })
-            .sum::<u64>()
+        used_with(cat, id, &|d| match d.origin_txg {
+            0 => own_used(d),
+            origin => self
+                .clone_own_bytes(d, origin)
+                .unwrap_or_else(|_| own_used(d)),
+        })
     }
 
     /// Bytes of clone `d` born after its origin `origin_txg`: in its head and in
@@ -1678,11 +1667,7 @@ impl Store {
     fn clone_own_bytes(&self, d: &DatasetRecord, origin_txg: u64) -> Result<u64> {
         let mut own = crate::snapshot::written_bytes(&self.cache, &d.objset, origin_txg)?;
         for list in std::iter::once(d.deadlist).chain(d.snapshots.iter().map(|s| s.deadlist)) {
-            own += crate::snapshot::read_deadlist(&self.mos, list)?
-                .iter()
-                .filter(|bp| bp.birth_txg > origin_txg)
-                .map(|bp| bp.asize_total())
-                .sum::<u64>();
+            own += crate::snapshot::deadlist_bytes_born_after(&self.mos, list, origin_txg)?;
         }
         Ok(own)
     }
@@ -2057,14 +2042,21 @@ fn num_prop(d: &DatasetRecord, p: &str) -> u64 {
 
 /// used = referenced + what each child charges (at least its reservation).
 pub(crate) fn used_of(cat: &Catalog, id: u64) -> u64 {
-    let d = &cat.datasets[&id];
-    // Head, plus what only snapshots hold (the sum of the dead lists).
-    let own =
-        d.acct.used + d.deadlist_bytes + d.snapshots.iter().map(|s| s.deadlist_bytes).sum::<u64>();
-    own + cat
-        .children(id)
-        .map(|c| used_of(cat, c.id).max(num_prop(c, "reservation")))
-        .sum::<u64>()
+    used_with(cat, id, &own_used)
+}
+
+/// Head, plus what only snapshots hold (the sum of the dead lists).
+fn own_used(d: &DatasetRecord) -> u64 {
+    d.acct.used + d.deadlist_bytes + d.snapshots.iter().map(|s| s.deadlist_bytes).sum::<u64>()
+}
+
+/// `own(dataset)` plus, for each child, the larger of its used and its reservation.
+fn used_with(cat: &Catalog, id: u64, own: &dyn Fn(&DatasetRecord) -> u64) -> u64 {
+    own(&cat.datasets[&id])
+        + cat
+            .children(id)
+            .map(|c| used_with(cat, c.id, own).max(num_prop(c, "reservation")))
+            .sum::<u64>()
 }
 
 /// Space held back so commits (which need new metadata even to free) always fit.

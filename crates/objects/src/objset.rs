@@ -565,11 +565,7 @@ impl ObjectSet {
     /// The last synced pointer of level-0 block `blkid` of object `id` (for a
     /// snapshot: its tree). Send compares these to skip unchanged blocks.
     pub fn block_pointer(&self, id: u64, blkid: u64) -> Result<BlkPtr> {
-        let phys = {
-            let mut inner = self.inner.lock();
-            self.load(&mut inner, id)?.phys.clone()
-        };
-        self.lookup(&phys, blkid)
+        Ok(self.block_pointer_run(id, blkid)?.0)
     }
 
     /// The synced pointer of block `blkid` of object `id` and how many blocks from
