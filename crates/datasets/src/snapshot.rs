@@ -126,27 +126,11 @@ pub(crate) fn create(
         creation: now,
         acct: rec.acct,
         props: Default::default(),
-        guid: guid.unwrap_or_else(|| snapshot_guid(rec.id, ctx.txg, name)),
+        guid: guid.unwrap_or_else(cachalot_pool::new_guid),
     });
     rec.deadlist = 0;
     rec.deadlist_bytes = 0;
     rec.prev_snap_txg = ctx.txg;
-}
-
-/// A fresh snapshot identity.
-fn snapshot_guid(id: u64, txg: u64, name: &str) -> u64 {
-    let mut h = blake3::Hasher::new();
-    h.update(&id.to_le_bytes());
-    h.update(&txg.to_le_bytes());
-    h.update(name.as_bytes());
-    h.update(
-        &std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            .to_le_bytes(),
-    );
-    u64::from_le_bytes(h.finalize().as_bytes()[0..8].try_into().unwrap()).max(1)
 }
 
 /// Destroy snapshot `idx` of `rec`: free what only it held, merge its dead list

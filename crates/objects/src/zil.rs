@@ -155,24 +155,6 @@ pub enum CommitOutcome {
     NeedTxgCommit,
 }
 
-fn random_guid() -> u64 {
-    let mut h = blake3::Hasher::new();
-    h.update(&std::process::id().to_le_bytes());
-    h.update(
-        &std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            .to_le_bytes(),
-    );
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    h.update(
-        &N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .to_le_bytes(),
-    );
-    u64::from_le_bytes(h.finalize().as_bytes()[0..8].try_into().unwrap()).max(1)
-}
-
 /// Encode a log block: header, records, checksum. `size` is the allocation.
 fn encode_block(guid: u64, seq: u64, next: &Dva, recs: &[&Itx], sector: usize) -> Vec<u8> {
     let used: usize = BLOCK_HEADER + recs.iter().map(|i| i.rec.encoded_len()).sum::<usize>();
@@ -290,7 +272,7 @@ impl Zil {
     /// The log of an object set whose root recorded `header`.
     pub fn new(pool: Arc<Pool>, header: ZilHeader) -> Self {
         let (guid, next, persisted) = if header.is_empty() {
-            (random_guid(), None, false)
+            (cachalot_pool::new_guid(), None, false)
         } else {
             (header.guid, Some((header.head, header.seq)), true)
         };
@@ -504,7 +486,7 @@ impl Zil {
                 max_txg: cover,
             });
         }
-        s.guid = random_guid();
+        s.guid = cachalot_pool::new_guid();
         s.header_persisted = false;
     }
 

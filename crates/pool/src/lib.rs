@@ -25,5 +25,6 @@ pub use device::{BlockDevice, FileDevice, Power, SimDevice};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, Uberblock, VdevKind};
 pub use pool::{
-    parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec, WriteOpts,
+    new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
+    WriteOpts,
 };

@@ -229,7 +229,8 @@ pub struct Pool {
     hold_frees: std::sync::atomic::AtomicBool,
 }
 
-fn new_guid() -> u64 {
+/// A fresh identity (pools, vdevs, intent-log chains, snapshots): never 0.
+pub fn new_guid() -> u64 {
     // Unique enough: time, pid and a counter through BLAKE3.
     use std::sync::atomic::AtomicU64;
     static N: AtomicU64 = AtomicU64::new(0);
