@@ -40,12 +40,7 @@ _bench_cleanup() {
 trap _bench_cleanup EXIT
 
 MY_PORT=$((20000 + RANDOM % 30000))
-fuse_pool "$POOL_SIZE"
-D=$(mktmp)
-fuse_mount tank/mysql/data "$D/data" recordsize=16K
-fuse_mount tank/mysql/log "$D/log" recordsize=128K
-mariadb_init "$D/data" "$D/log" "$D/run"
-mariadb_start
+mariadb_on_cachalot "$POOL_SIZE"
 sql "create database sbtest"
 SB=(sysbench oltp_write_only --mysql-socket="$MY_SOCK" --mysql-user=root
     --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform)

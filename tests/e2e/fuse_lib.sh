@@ -8,6 +8,9 @@
 #                              with MY_PORT set it listens on 127.0.0.1:MY_PORT
 #                              (replicas need TCP), else on its socket only
 #   mariadb_start / mariadb_stop / mariadb_kill9 / sql SQL...
+#   mariadb_on_cachalot SIZE   all of the above for the recommended layout: pool of
+#                              SIZE, tank/mysql/data (16K) and tank/mysql/log (128K)
+#                              mounted under a new temp dir $D, MariaDB started
 #
 # Everything started here is stopped on exit (MariaDB first, then the daemon,
 # which unmounts), also on failure.
@@ -82,6 +85,15 @@ CNF
         --auth-root-authentication-method=normal >"$ARTIFACTS/install-db.log" 2>&1 ||
         fail "mariadb-install-db failed (see $ARTIFACTS/install-db.log)"
     export MY_SOCK MY_CNF MY_ERRLOG
+}
+
+mariadb_on_cachalot() {
+    fuse_pool "$1"
+    D=$(mktmp)
+    fuse_mount tank/mysql/data "$D/data" recordsize=16K
+    fuse_mount tank/mysql/log "$D/log" recordsize=128K
+    mariadb_init "$D/data" "$D/log" "$D/run"
+    mariadb_start
 }
 
 mariadb_start() {

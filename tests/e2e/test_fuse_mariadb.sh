@@ -13,12 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/fuse_lib.sh"
 command -v mariadbd >/dev/null || fail "mariadb-server is not installed"
 command -v sysbench >/dev/null || fail "sysbench is not installed"
 
-fuse_pool 2G
-D=$(mktmp)
-fuse_mount tank/mysql/data "$D/data" recordsize=16K
-fuse_mount tank/mysql/log "$D/log" recordsize=128K
-mariadb_init "$D/data" "$D/log" "$D/run"
-mariadb_start
+mariadb_on_cachalot 2G
 sql "create database sbtest"
 SB=(sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root
     --tables=4 --table-size=20000 --rand-type=uniform --report-interval=5)

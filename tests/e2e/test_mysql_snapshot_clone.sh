@@ -88,13 +88,8 @@ slave_field() {
 # started_pid OUTPUT: the pid from the "server pid N ..." line of mysql clone.
 started_pid() { awk '$1 == "server" && $2 == "pid" { print $3 }' <<<"$1"; }
 
-fuse_pool 2G
-D=$(mktmp)
-fuse_mount tank/mysql/data "$D/data" recordsize=16K
-fuse_mount tank/mysql/log "$D/log" recordsize=128K
 MY_PORT=$(free_port)
-mariadb_init "$D/data" "$D/log" "$D/run"
-mariadb_start
+mariadb_on_cachalot 2G
 sql "create database sbtest; create database ck;
      create table ck.counter (id int primary key, n int) engine=innodb;
      create table ck.w (id int auto_increment primary key) engine=innodb;
