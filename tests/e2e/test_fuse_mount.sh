@@ -32,6 +32,18 @@ assert_fails "$C" unmount tank/a
 assert_contains "$LAST_STDERR" "not mounted"
 
 assert_ok "$C" mount tank/a "$T/a"
+
+note "a block-device mount: MariaDB finds the sector size of the mount's device"
+# MariaDB enables O_DIRECT for its redo log only if
+# /sys/dev/block/MAJ:MIN/queue/physical_block_size exists for the file's st_dev.
+read -r src _ type _ < <(grep " $T/a " /proc/mounts)
+assert_eq "$type" "fuseblk.cachalot" "mount type"
+read -r maj min < <(stat -c '%Hd %Ld' "$T/a")
+[[ $maj -ne 0 ]] || fail "anonymous device number $maj:$min"
+assert_eq "$(cat "/sys/dev/block/$maj:$min/queue/physical_block_size")" 512 "sector size"
+loopdev=${src#/dev/}
+[[ -e /sys/block/$loopdev/loop/backing_file ]] || fail "$src is not an attached loop device"
+
 assert_fails "$C" mount tank/a "$T/b"
 assert_contains "$LAST_STDERR" "already mounted"
 assert_fails "$C" mount tank/b "$T/a"
@@ -52,6 +64,9 @@ assert_ok "$C" unmount -f tank/a
 kill "$busy" 2>/dev/null || true
 wait "$busy" 2>/dev/null || true
 grep -q " $T/a fuse" /proc/mounts && fail "still mounted after unmount -f"
+# The placeholder loop device detaches itself once the superblock is gone.
+for _ in $(seq 50); do [[ -e /sys/block/$loopdev/loop/backing_file ]] || break; sleep 0.1; done
+[[ -e /sys/block/$loopdev/loop/backing_file ]] && fail "$src still attached after unmount"
 assert_ok "$C" mount tank/a "$T/a"
 assert_eq "$(cat "$T/a/f")" "data" "data after forced unmount"
 assert_ok "$C" unmount tank/a

@@ -6,6 +6,7 @@
 //! it translates requests, sets the open flags and cache lifetimes, counts and
 //! times every request in `fuse.ops`/`fuse.bytes`, and never panics on a request.
 
+mod blockdev;
 pub mod convert;
 pub mod mount;
 pub mod ops;

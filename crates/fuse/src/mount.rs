@@ -117,9 +117,8 @@ pub fn clear_stale(path: &Path) -> bool {
     }
 }
 
-/// Mount `fs` (the dataset `dataset`) at `path`.
-pub fn mount(fs: Arc<Fs>, dataset: &str, path: &Path) -> io::Result<Mount> {
-    let path = std::fs::canonicalize(path)?;
+/// The session settings every mount uses.
+fn session_config(dataset: &str) -> Config {
     let mut cfg = Config::default();
     cfg.mount_options = vec![
         MountOption::FSName(dataset.to_string()),
@@ -132,15 +131,93 @@ pub fn mount(fs: Arc<Fs>, dataset: &str, path: &Path) -> io::Result<Mount> {
     cfg.acl = SessionACL::All;
     cfg.n_threads = Some(THREADS);
     cfg.clone_fd = true;
-    let session = fuser::spawn_mount(FuseFs::new(fs, dataset), &path, &cfg)?;
-    let conn = std::fs::metadata(&path)
-        .ok()
-        .map(|m| libc::minor(m.dev() as libc::dev_t) as u64);
+    cfg
+}
+
+/// The FUSE connection of the mount at `path`: its number in
+/// /sys/fs/fuse/connections is the kernel's dev_t of the superblock (major << 20 |
+/// minor), which for a plain mount is just the anonymous minor.
+fn connection(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| {
+        let dev = m.dev() as libc::dev_t;
+        ((libc::major(dev) as u64) << 20) | libc::minor(dev) as u64
+    })
+}
+
+/// Mount `fs` (the dataset `dataset`) at `path`: as `fuseblk` on a placeholder
+/// loop device when one can be had (see `blockdev` for why), else as plain `fuse`.
+pub fn mount(fs: Arc<Fs>, dataset: &str, path: &Path) -> io::Result<Mount> {
+    let path = std::fs::canonicalize(path)?;
+    let cfg = session_config(dataset);
+    let session = match mount_fuseblk(fs.clone(), dataset, &path, &cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "cachalot-fuse: {dataset}: no block-device mount ({e}); mounting as plain fuse, \
+                 where MariaDB buffers its redo log"
+            );
+            fuser::spawn_mount(FuseFs::new(fs, dataset), &path, &cfg)?
+        }
+    };
     Ok(Mount {
         session: Some(session),
+        conn: connection(&path),
         path,
-        conn,
     })
+}
+
+/// Mount type `fuseblk.cachalot` on a fresh loop device, then start the session on
+/// the /dev/fuse descriptor given to the kernel (fuser can only mount `fuse`).
+fn mount_fuseblk(
+    fs: Arc<Fs>,
+    dataset: &str,
+    path: &Path,
+    cfg: &Config,
+) -> io::Result<BackgroundSession> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dev = crate::blockdev::attach()?;
+    let fuse = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/fuse")?;
+    let mode = std::fs::metadata(path)?.mode();
+    let data = format!(
+        "fd={},rootmode={:o},user_id=0,group_id=0,default_permissions,allow_other,blksize=4096",
+        std::os::fd::AsRawFd::as_raw_fd(&fuse),
+        mode
+    );
+    let (src, target) = (c_path(&dev.path)?, c_path(path)?);
+    let (fstype, data) = (
+        CString::new("fuseblk.cachalot").expect("no NUL"),
+        CString::new(data).expect("no NUL"),
+    );
+    // SAFETY: all four are valid NUL-terminated strings that outlive the call.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            data.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The mounted superblock now holds the loop device; our descriptor can go.
+    drop(dev);
+    let started = fuser::Session::from_fd(
+        FuseFs::new(fs, dataset),
+        std::os::fd::OwnedFd::from(fuse),
+        SessionACL::All,
+        cfg.clone(),
+    )
+    .and_then(|s| s.spawn());
+    if started.is_err() {
+        let _ = umount2(path, libc::MNT_DETACH);
+    }
+    started
 }
 
 impl Mount {
