@@ -1036,7 +1036,7 @@ impl Pool {
                 });
                 continue;
             }
-            let r = top.read_verified(d.offset, d.asize as usize, &verify);
+            let r = top.read_verified(d.offset, d.asize as usize, &verify, true);
             match r {
                 Ok(buf) => {
                     for f in failed {
@@ -1096,7 +1096,9 @@ impl Pool {
             if o.unrecoverable {
                 unrecoverable_dvas.push(*d);
             } else if good.is_none() {
-                good = top.read_verified(d.offset, d.asize as usize, &verify).ok();
+                good = top
+                    .read_verified(d.offset, d.asize as usize, &verify, true)
+                    .ok();
             }
         }
         match good {
@@ -1745,7 +1747,7 @@ impl Pool {
                 what: "log block outside its vdev".into(),
             });
         }
-        top.read_verified(dva.offset, dva.asize as usize, valid)
+        top.read_verified(dva.offset, dva.asize as usize, valid, false)
     }
 
     /// True if vdev `id` is a separate log device.

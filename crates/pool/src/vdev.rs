@@ -133,35 +133,47 @@ impl TopVdev {
 
     /// Read `len` bytes at `offset` that satisfy `verify`, trying each child in turn
     /// and healing children that returned bad bytes.
+    ///
+    /// A copy that fails `verify` counts as a CKSUM error when another copy passed,
+    /// or when none did and `unverified_is_error`. Intent-log reads pass false: a
+    /// log chain ends at a block that was never written, so "no copy verifies" is
+    /// the normal end of every replay, and replay itself reports real damage.
     pub fn read_verified(
         &self,
         offset: u64,
         len: usize,
         verify: &dyn Fn(&[u8]) -> bool,
+        unverified_is_error: bool,
     ) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        let mut bad: Vec<&Leaf> = Vec::new();
+        let mut unverified: Vec<&Leaf> = Vec::new();
+        let mut unreadable: Vec<&Leaf> = Vec::new();
         for leaf in &self.leaves {
             if leaf.dev.is_none() {
                 continue;
             }
             match leaf.read_raw(&mut buf, offset) {
                 Ok(()) if verify(&buf) => {
-                    for b in bad {
+                    for b in unverified.iter().chain(&unreadable) {
                         if b.write_raw(&buf, offset).is_ok() {
                             b.errors.repaired.fetch_add(1, Relaxed);
                         }
                     }
+                    for b in unverified {
+                        b.errors.cksum.fetch_add(1, Relaxed);
+                    }
                     return Ok(buf);
                 }
-                Ok(()) => {
-                    leaf.errors.cksum.fetch_add(1, Relaxed);
-                    bad.push(leaf);
-                }
+                Ok(()) => unverified.push(leaf),
                 Err(_) => {
                     leaf.errors.read.fetch_add(1, Relaxed);
-                    bad.push(leaf);
+                    unreadable.push(leaf);
                 }
+            }
+        }
+        if unverified_is_error {
+            for b in unverified {
+                b.errors.cksum.fetch_add(1, Relaxed);
             }
         }
         Err(PoolError::Checksum {
