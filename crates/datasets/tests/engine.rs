@@ -637,3 +637,33 @@ fn volumes_thick_and_sparse() {
         vec![7u8; 4096]
     );
 }
+
+#[test]
+fn written_blocks_are_cached_and_read_back_without_device_reads() {
+    let devs = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let id = ds.create_object().unwrap();
+    let data = Rng(3).bytes(1 << 20);
+    ds.write(id, 0, &data).unwrap();
+    store.sync().unwrap();
+    // The dirty records are gone after the commit: reads now go through the ARC,
+    // which holds what the commit wrote.
+    let arc = &store.cache().arc;
+    arc.reset_stats();
+    assert_eq!(ds.read(id, 0, 1 << 20).unwrap(), data);
+    let s = arc.stats();
+    let data_misses = s.misses[0][0] + s.misses[0][1];
+    assert_eq!(
+        data_misses, 0,
+        "data blocks read back from the device: {s:?}"
+    );
+    // Not for primarycache=metadata: its data blocks never enter the ARC.
+    store.set_prop("tank", "primarycache", "metadata").unwrap();
+    ds.write(id, 0, &data).unwrap();
+    store.sync().unwrap();
+    arc.reset_stats();
+    assert_eq!(ds.read(id, 0, 1 << 20).unwrap(), data);
+    let s = arc.stats();
+    assert!(s.misses[0][0] + s.misses[0][1] > 0, "{s:?}");
+}

@@ -984,6 +984,9 @@ impl ObjectSet {
                     )?;
                     self.incompressible.outcome(compression, &bp);
                     ctx.born(&bp);
+                    if props.cache_data {
+                        self.cache.cache_written(&bp, rec);
+                    }
                     bp
                 };
                 changes.push((*blkid, bp));
