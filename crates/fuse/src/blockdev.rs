@@ -58,6 +58,10 @@ struct LoopConfig {
     reserved: [u64; 8],
 }
 
+// The kernel copies exactly sizeof(struct loop_config) from the pointer we pass.
+const _: () = assert!(std::mem::size_of::<LoopInfo64>() == 232);
+const _: () = assert!(std::mem::size_of::<LoopConfig>() == 304);
+
 /// An attached loop device, open. Dropping it closes the descriptor; the device
 /// then detaches itself unless a mount holds it.
 pub struct LoopDevice {
