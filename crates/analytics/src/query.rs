@@ -205,6 +205,43 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
     u64::try_from(days * 86_400 + hh * 3600 + mi * 60 + ss).map_err(|_| bad())
 }
 
+/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm; the
+/// inverse of the one in `parse_time`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ" (UTC).
+pub fn iso_utc(secs: u64) -> String {
+    let (y, m, d) = civil_from_days((secs / 86400) as i64);
+    let s = secs % 86400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+/// Seconds since the epoch as "YYYYMMDD-HHMMSS" (UTC), for names of files and
+/// snapshots.
+pub fn compact_utc(secs: u64) -> String {
+    iso_utc(secs)
+        .replace(['-', ':'], "")
+        .replace('T', "-")
+        .trim_end_matches('Z')
+        .to_string()
+}
+
 /// Human form of a latency in ns: `850ns`, `12us`, `3ms`, `2s`.
 pub fn fmt_ns(ns: u64) -> String {
     match ns {

@@ -5,6 +5,7 @@
 //!
 //! Invariants: reading machine facts never fails (unknown facts read "unknown").
 
+pub use cachalot_analytics::query::{compact_utc, iso_utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -130,41 +131,6 @@ pub fn now_secs() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// UTC time as "YYYY-MM-DDTHH:MM:SSZ".
-pub fn iso_utc(secs: u64) -> String {
-    let (y, m, d) = civil_from_days((secs / 86400) as i64);
-    let s = secs % 86400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
-}
-
-/// UTC time as "YYYYMMDD-HHMMSS" (for default directory names).
-pub fn compact_utc(secs: u64) -> String {
-    iso_utc(secs)
-        .replace(['-', ':'], "")
-        .replace('T', "-")
-        .trim_end_matches('Z')
-        .to_string()
-}
-
-/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //!   is reported and the rest of the pruning goes on.
 
 use crate::daemon::Daemon;
+use cachalot_analytics::query::compact_utc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `PREFIX-YYYYMMDD-HHMMSS` for the current UTC time.
@@ -17,29 +18,7 @@ pub fn timestamped(prefix: &str) -> String {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format!("{prefix}-{}", utc_stamp(secs))
-}
-
-/// Seconds since the epoch as `YYYYMMDD-HHMMSS` (UTC).
-pub fn utc_stamp(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{prefix}-{}", compact_utc(secs))
 }
 
 /// What pruning did.
@@ -90,10 +69,10 @@ mod tests {
 
     #[test]
     fn stamps_are_utc_civil_time() {
-        assert_eq!(utc_stamp(0), "19700101-000000");
+        assert_eq!(compact_utc(0), "19700101-000000");
         // 2026-11-22 04:27:06 UTC
-        assert_eq!(utc_stamp(1_795_321_626), "20261122-042706");
+        assert_eq!(compact_utc(1_795_321_626), "20261122-042706");
         // Leap day.
-        assert_eq!(utc_stamp(951_782_400), "20000229-000000");
+        assert_eq!(compact_utc(951_782_400), "20000229-000000");
     }
 }
