@@ -31,6 +31,7 @@ demo: deps-demo
 
 lint:
 	$(CARGO) fmt --all --check
+	scripts/check-rust-version.sh
 	$(CARGO) clippy --all-targets -- -D warnings
 
 clean:

@@ -4,13 +4,14 @@
 #   N passed, N failed
 #
 # summed over: the cargo tests (cargo-nextest), every tests/e2e/test_*.sh
-# script (one script = one test) and two lint checks (lint-fmt, lint-clippy).
+# script (one script = one test) and three lint checks (lint-fmt,
+# lint-rust-version, lint-clippy).
 # Exits 1 if anything failed, else 0.
 #
 # Environment:
 #   E2E_FILTER=substr   run only the e2e scripts whose name contains substr
 #   SKIP_CARGO=1        skip the cargo-nextest run (the binaries are still built)
-#   SKIP_LINT=1         skip lint-fmt and lint-clippy
+#   SKIP_LINT=1         skip the lint checks
 #
 # Full logs of every test are kept in test-artifacts/<test name>/.
 set -uo pipefail
@@ -202,6 +203,7 @@ if [[ ${SKIP_LINT:-0} == 1 ]]; then
 else
     section "lint"
     run_captured lint-fmt cargo fmt --all --check
+    run_captured lint-rust-version scripts/check-rust-version.sh
     run_captured lint-clippy cargo clippy --profile ci --all-targets -- -D warnings
 fi
 

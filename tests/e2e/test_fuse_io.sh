@@ -17,11 +17,14 @@ fuse_mount tank/io "$M" recordsize=16K
 D=$(mktmp)/d
 fuse_mount tank/db "$D" recordsize=16K compression=off
 
+# fio runs in a scratch directory: at the end of a verify job it writes
+# local-JOB-N-verify.state into its working directory (the repository otherwise).
+FIO_CWD=$(mktmp)
 run_fio() {
     local name=$1
     shift
-    fio --name="$name" --output="$ARTIFACTS/fio-$name.log" --verify=crc32c --verify_fatal=1 \
-        --do_verify=1 --group_reporting "$@" || {
+    (cd "$FIO_CWD" && fio --name="$name" --output="$ARTIFACTS/fio-$name.log" --verify=crc32c \
+        --verify_fatal=1 --do_verify=1 --group_reporting "$@") || {
         tail -n 30 "$ARTIFACTS/fio-$name.log" >&2
         fail "fio $name failed"
     }

@@ -1,5 +1,5 @@
 //! `--baseline ext4|xfs|btrfs[:SIZE]`: a fresh file system on a loop device, used as
-//! one more target and removed afterwards. Method (notes/baselines.md): a sparse
+//! one more target and removed afterwards. Method (docs/baselines.md): a sparse
 //! image file, `losetup --direct-io=on` (so the loop device does not double-cache
 //! in the host's page cache), mkfs, mount on a private directory.
 //!

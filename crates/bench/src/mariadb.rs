@@ -41,7 +41,7 @@ pub struct ServerSettings {
 }
 
 impl Default for ServerSettings {
-    /// The settings of notes/baselines.md.
+    /// The settings of docs/baselines.md.
     fn default() -> Self {
         ServerSettings {
             innodb_buffer_pool_size: 256 << 20,

@@ -371,7 +371,7 @@ fn fio_cell(s: &[FioPoint], target: &str, job: &str, f: fn(&FioPoint) -> String)
         .unwrap_or_else(|| "-".into())
 }
 
-/// The main table of a fio study (the layout of notes/baselines.md).
+/// The main table of a fio study (the layout of docs/baselines.md).
 pub fn fio_main_table(r: &FioResults) -> String {
     let mut out = String::new();
     let mut head = vec!["target".to_string()];

@@ -65,7 +65,7 @@ impl FsKind {
     }
 }
 
-/// Default size of a baseline's sparse image file (as in notes/baselines.md).
+/// Default size of a baseline's sparse image file (as in docs/baselines.md).
 pub const DEFAULT_BASELINE_SIZE: u64 = 8 << 30;
 
 /// A baseline given as `[NAME=]FS[:SIZE]`.
