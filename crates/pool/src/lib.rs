@@ -9,17 +9,24 @@
 //! - Every block read is verified against the checksum in its parent before it is
 //!   returned; bad copies are counted per device and repaired from good ones.
 
+mod allocator;
 pub mod blkptr;
+mod blockio;
+mod commit;
 pub mod compress;
 pub mod device;
 pub mod error;
+mod import;
 pub mod label;
 pub mod pool;
 pub mod rangeset;
 pub mod spacemap;
+mod spacemap_sync;
 pub mod vdev;
+mod vdev_spec;
 
 pub use blkptr::{BlkPtr, BlockType, Dva};
+pub use commit::verify_after_commit;
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
 pub use error::{PoolError, Result};

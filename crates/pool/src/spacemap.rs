@@ -35,6 +35,12 @@ pub struct Record {
 
 impl Record {
     fn encode(&self, out: &mut [u8]) {
+        // The packed form keeps 15 bits of vdev and 48 bits of sector offset: a
+        // record outside them would be written as a different range.
+        assert!(
+            self.vdev < 0x8000 && self.offset.is_multiple_of(512) && self.offset >> 57 == 0,
+            "space map record out of range: {self:?}"
+        );
         let w0 =
             ((self.alloc as u64) << 63) | ((self.vdev as u64 & 0x7fff) << 48) | (self.offset >> 9);
         out[0..8].copy_from_slice(&w0.to_le_bytes());

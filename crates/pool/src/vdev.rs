@@ -112,6 +112,14 @@ pub struct TopVdev {
 impl TopVdev {
     /// Write `buf` at `offset` on every child.
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
+        // Past `asize` lie the back labels: a write there would destroy them.
+        assert!(
+            offset + buf.len() as u64 <= self.asize,
+            "write of {} bytes at {offset:#x} past the end of vdev {} ({})",
+            buf.len(),
+            self.id,
+            self.asize
+        );
         let mut ok = 0;
         let mut last_err = None;
         for leaf in &self.leaves {

@@ -1,0 +1,311 @@
+//! Dataset lifecycle: create (with missing parents, volumes with their size and
+//! block size), destroy (recursively, refusing busy datasets and ones with
+//! dependent clones), rename of a leaf, and listing.
+//!
+//! Invariants: names are unique in the catalog; a parent exists before its child;
+//! a destroyed dataset's handle is marked destroyed at once and its blocks are
+//! freed by the commit that removes it from the catalog.
+
+use crate::catalog::*;
+use crate::dataset::Dataset;
+use crate::error::{Result, StoreError};
+use crate::props;
+use crate::store::*;
+use cachalot_objects::ObjectSet;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl Store {
+    /// Handle of a dataset.
+    pub fn dataset(&self, name: &str) -> Result<Arc<Dataset>> {
+        self.check_live()?;
+        let st = self.state.lock();
+        let rec = st
+            .catalog
+            .by_name(name)
+            .ok_or_else(|| StoreError::NotFound(name.into()))?;
+        Ok(st.handles[&rec.id].clone())
+    }
+
+    pub fn create_dataset(
+        &self,
+        name: &str,
+        kind: DatasetKind,
+        volsize: Option<u64>,
+        props_in: &[(String, String)],
+        parents: bool,
+    ) -> Result<()> {
+        check_name(name)?;
+        self.create_dataset_unchecked(name, kind, volsize, props_in, parents)
+    }
+
+    /// `create_dataset` without the name check: receive creates `FS%recv`, a name
+    /// users cannot type, so a half-received dataset can never collide with theirs.
+    pub(crate) fn create_dataset_unchecked(
+        &self,
+        name: &str,
+        kind: DatasetKind,
+        volsize: Option<u64>,
+        props_in: &[(String, String)],
+        parents: bool,
+    ) -> Result<()> {
+        self.check_live()?;
+        let Some((parent_name, _)) = name.rsplit_once('/') else {
+            return Err(StoreError::Invalid(format!(
+                "'{name}' is a pool name: datasets are created as POOL/NAME"
+            )));
+        };
+        let mut st = self.state.lock();
+        if st.catalog.by_name(name).is_some() {
+            return Err(StoreError::Exists(name.into()));
+        }
+        if !name.starts_with(&format!("{}/", self.pool.name())) {
+            return Err(StoreError::NotFound(parent_name.into()));
+        }
+        let is_volume = kind == DatasetKind::Volume;
+        let (mut local, volblocksize) = create_props(kind, volsize, props_in)?;
+        // Missing parents.
+        let mut to_create: Vec<String> = Vec::new();
+        let mut cur = parent_name.to_string();
+        while st.catalog.by_name(&cur).is_none() {
+            if !parents {
+                return Err(StoreError::NotFound(cur));
+            }
+            to_create.push(cur.clone());
+            match cur.rsplit_once('/') {
+                Some((p, _)) => cur = p.to_string(),
+                None => return Err(StoreError::NotFound(cur)),
+            }
+        }
+        if st
+            .catalog
+            .by_name(&cur)
+            .is_some_and(|r| r.kind == DatasetKind::Volume)
+        {
+            return Err(StoreError::Invalid(format!(
+                "'{cur}' is a volume: it cannot have children"
+            )));
+        }
+        // Refuse a thick volume that does not fit before changing anything.
+        if is_volume && !local.contains_key("reservation") {
+            let size = volsize.unwrap();
+            if !props_in.iter().any(|(k, _)| k == "sparse") {
+                let avail = self.available_in(&st.catalog, st.catalog.by_name(&cur).unwrap().id);
+                if size > avail {
+                    return Err(StoreError::NoSpace(self.pool.name()));
+                }
+            }
+        }
+        to_create.reverse();
+        let txg = self.open_txg();
+        let make = |st: &mut State,
+                    n: &str,
+                    kind: DatasetKind,
+                    local: BTreeMap<String, String>,
+                    vbs: Option<u32>|
+         -> Result<u64> {
+            let parent = st
+                .catalog
+                .by_name(n.rsplit_once('/').unwrap().0)
+                .map(|r| r.id);
+            let id = st.catalog.next_id;
+            st.catalog.next_id += 1;
+            let mut rec = DatasetRecord::new(id, n, parent, kind, local, now_s());
+            rec.volblocksize = vbs;
+            st.catalog.datasets.insert(id, rec);
+            // resolve_objset_props applies a volume's block size as its record size.
+            let p = resolve_objset_props(&st.catalog, id);
+            let os = ObjectSet::create(self.cache.clone(), p, txg);
+            let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
+            apply_props(&st.catalog, id, &ds);
+            st.handles.insert(id, ds);
+            st.catalog_dirty = true;
+            Ok(id)
+        };
+        for p in &to_create {
+            make(&mut st, p, DatasetKind::Filesystem, BTreeMap::new(), None)?;
+        }
+        let sparse = props_in.iter().any(|(k, _)| k == "sparse");
+        if is_volume && !sparse && !local.contains_key("reservation") {
+            local.insert("reservation".into(), volsize.unwrap().to_string());
+        }
+        let id = make(&mut st, name, kind, local, volblocksize)?;
+        if is_volume {
+            let ds = st.handles[&id].clone();
+            drop(st);
+            let obj = ds.objset.create_object(crate::dataset::OTYPE_VOLUME)?;
+            ds.objset.truncate(obj, volsize.unwrap())?;
+        }
+        Ok(())
+    }
+
+    pub fn destroy_dataset(&self, name: &str, recursive: bool) -> Result<()> {
+        self.check_live()?;
+        if name.contains('@') {
+            return self.destroy_snapshot(name);
+        }
+        // No commit in flight: the record taken here is the one on disk.
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        let rec = st
+            .catalog
+            .by_name(name)
+            .ok_or_else(|| StoreError::NotFound(name.into()))?
+            .clone();
+        if rec.parent.is_none() {
+            return Err(StoreError::Invalid(format!(
+                "'{name}' is the pool's root dataset: use 'pool destroy'"
+            )));
+        }
+        let ids = st.catalog.subtree(rec.id);
+        if ids.len() > 1 && !recursive {
+            return Err(StoreError::Busy(format!(
+                "'{name}' has children: use -r to destroy them too"
+            )));
+        }
+        for id in ids.iter().rev() {
+            if let Some(h) = st.handles.get(id) {
+                if h.busy() {
+                    return Err(StoreError::Busy(format!(
+                        "dataset '{}' is busy (mounted or in use)",
+                        h.name()
+                    )));
+                }
+            }
+        }
+        for id in ids.iter() {
+            if let Some(c) =
+                st.catalog.datasets.values().find(|d| {
+                    d.origin.as_ref().is_some_and(|(o, _)| *o == *id) && !ids.contains(&d.id)
+                })
+            {
+                return Err(StoreError::Busy(format!(
+                    "'{}' has dependent clones (e.g. '{}'): destroy or promote them first",
+                    st.catalog.datasets[id].name, c.name
+                )));
+            }
+        }
+        for id in ids.iter().rev() {
+            let rec = st.catalog.datasets.remove(id).expect("listed dataset");
+            if let Some(h) = st.handles.remove(id) {
+                h.mark_destroyed();
+                st.pending_destroy.push((*id, h, rec));
+            }
+        }
+        st.catalog_dirty = true;
+        Ok(())
+    }
+
+    /// Rename a dataset without children (receive moves `FS%recv` into place).
+    pub(crate) fn rename_leaf(&self, old: &str, new: &str) -> Result<()> {
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        if st.catalog.by_name(new).is_some() {
+            return Err(StoreError::Exists(new.into()));
+        }
+        let id = st
+            .catalog
+            .by_name(old)
+            .ok_or_else(|| StoreError::NotFound(old.into()))?
+            .id;
+        if st.catalog.children(id).next().is_some() {
+            return Err(StoreError::Busy(format!("'{old}' has children")));
+        }
+        st.catalog.datasets.get_mut(&id).unwrap().name = new.to_string();
+        if let Some(h) = st.handles.get(&id) {
+            h.set_name(new);
+        }
+        st.catalog_dirty = true;
+        refresh_props(&st);
+        Ok(())
+    }
+
+    pub fn list(&self, root: Option<&str>, recursive: bool) -> Result<Vec<DatasetInfo>> {
+        self.check_live()?;
+        let st = self.state.lock();
+        let ids: Vec<u64> = match root {
+            None => st.catalog.subtree(1),
+            Some(n) => {
+                let r = st
+                    .catalog
+                    .by_name(n)
+                    .ok_or_else(|| StoreError::NotFound(n.into()))?;
+                if recursive {
+                    st.catalog.subtree(r.id)
+                } else {
+                    vec![r.id]
+                }
+            }
+        };
+        let mut out: Vec<DatasetInfo> = ids
+            .iter()
+            // A receive in progress (FS%recv) is not a dataset yet.
+            .filter(|id| !st.catalog.datasets[id].name.contains('%'))
+            .map(|id| {
+                let r = &st.catalog.datasets[id];
+                DatasetInfo {
+                    name: r.name.clone(),
+                    kind: r.kind,
+                    used: self.used_reported(&st.catalog, *id),
+                    available: self.available_in(&st.catalog, *id),
+                    referenced: r.acct.used,
+                    mountpoint: match r.kind {
+                        DatasetKind::Volume => "-".into(),
+                        DatasetKind::Filesystem => resolve(&st.catalog, *id, "mountpoint").0,
+                    },
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
+
+/// The local properties of a dataset to create, validated, and a volume's block
+/// size (its `volsize` becomes a property).
+fn create_props(
+    kind: DatasetKind,
+    volsize: Option<u64>,
+    props_in: &[(String, String)],
+) -> Result<(BTreeMap<String, String>, Option<u32>)> {
+    let is_volume = kind == DatasetKind::Volume;
+    let mut local = BTreeMap::new();
+    let mut volblocksize = None;
+    for (k, v) in props_in {
+        if k == "sparse" {
+            continue;
+        }
+        if k == "volblocksize" {
+            if !is_volume {
+                return Err(StoreError::Invalid(
+                    "property 'volblocksize' applies only to volumes".into(),
+                ));
+            }
+            let n = props::parse_size(v)
+                .filter(|n| n.is_power_of_two() && (512..=1 << 20).contains(n))
+                .ok_or_else(|| StoreError::Invalid(format!("invalid value '{v}' for property 'volblocksize': must be a power of two from 512 to 1M")))?;
+            volblocksize = Some(n as u32);
+            continue;
+        }
+        local.insert(k.clone(), props::validate(k, v, is_volume)?);
+    }
+    if is_volume {
+        let size =
+            volsize.ok_or_else(|| StoreError::Invalid("a volume needs a size (-V)".into()))?;
+        if size == 0 {
+            return Err(StoreError::Invalid(
+                "volume size must be greater than 0".into(),
+            ));
+        }
+        let bs = volblocksize.unwrap_or(16384) as u64;
+        if !size.is_multiple_of(bs) {
+            return Err(StoreError::Invalid(format!(
+                "volume size must be a multiple of the volume block size ({})",
+                props::format_size(bs)
+            )));
+        }
+        volblocksize = Some(bs as u32);
+        local.insert("volsize".into(), size.to_string());
+    }
+    Ok((local, volblocksize))
+}

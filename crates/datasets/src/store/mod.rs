@@ -1,0 +1,337 @@
+//! The store: one imported pool with its meta object set, dataset catalog, open
+//! datasets and the transaction group engine. Its parts:
+//! - `open`: creating and importing the pool, intent-log replay, export;
+//! - `txg`: the transaction group engine, its sync thread and the write throttle;
+//! - `lifecycle`: dataset create, destroy, rename and list;
+//! - `snapshots`: snapshot, rollback, clone, promote and their listing;
+//! - `properties`: get, set, inherit and their resolution;
+//! - `space`: space accounting, quotas, reservations and space checks.
+//!
+//! Invariants: the on-disk state is always the state of one committed txg; a
+//! destroyed dataset disappears from the catalog in the same txg that frees its
+//! blocks; the catalog held in memory is the one that will be written; every
+//! dataset in the catalog has exactly one open handle, and every handle's id is in
+//! the catalog (`Store::verify`).
+
+mod lifecycle;
+mod open;
+mod properties;
+mod snapshots;
+mod space;
+mod txg;
+mod verify;
+
+pub(crate) use properties::{resolve, resolve_objset_props};
+pub use space::slop_space;
+pub(crate) use space::used_of;
+
+use open::{mos_props, read_catalog};
+use properties::{apply_props, num_prop, refresh_props};
+use snapshots::written_since_txg;
+use txg::sync_thread;
+
+use crate::catalog::*;
+use crate::dataset::Dataset;
+use crate::error::{Result, StoreError};
+use crate::scrub::{self, ScrubStatus};
+use cachalot_objects::{BlockCache, ObjectSet};
+use cachalot_pool::{BlkPtr, DeviceStatus, Importable, Pool, SpaceInfo};
+use parking_lot::{Condvar, Mutex};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Tunables of a store.
+#[derive(Clone, Debug)]
+pub struct StoreOpts {
+    /// ARC byte limit.
+    pub arc_max: u64,
+    /// Longest time between commits.
+    pub txg_timeout: Duration,
+    /// Dirty bytes at which writers are throttled.
+    pub dirty_max: u64,
+}
+
+impl Default for StoreOpts {
+    fn default() -> Self {
+        StoreOpts {
+            arc_max: 256 << 20,
+            txg_timeout: Duration::from_secs(5),
+            dirty_max: 256 << 20,
+        }
+    }
+}
+
+/// One row of `list`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatasetInfo {
+    pub name: String,
+    pub kind: DatasetKind,
+    pub used: u64,
+    pub available: u64,
+    pub referenced: u64,
+    pub mountpoint: String,
+}
+
+/// One row of `get`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PropRow {
+    pub property: String,
+    pub value: String,
+    pub raw: String,
+    pub source: String,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Default)]
+pub struct SpaceInfoSer {
+    pub size: u64,
+    pub allocated: u64,
+    pub free: u64,
+    pub frag: u64,
+}
+
+impl From<SpaceInfo> for SpaceInfoSer {
+    fn from(s: SpaceInfo) -> Self {
+        SpaceInfoSer {
+            size: s.size,
+            allocated: s.allocated,
+            free: s.free,
+            frag: s.frag,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolStatusInfo {
+    pub name: String,
+    pub health: String,
+    pub space: SpaceInfoSer,
+    pub devices: Vec<DeviceStatus>,
+    pub scrub: ScrubStatus,
+    pub txg: u64,
+    pub suspended: Option<String>,
+    /// Events worth the operator's attention (intent log replayed, log device lost).
+    pub notices: Vec<String>,
+}
+
+pub(crate) struct State {
+    pub catalog: Catalog,
+    pub handles: HashMap<u64, Arc<Dataset>>,
+    /// Destroyed datasets whose blocks the next commit frees: (object set root).
+    pub pending_destroy: Vec<(u64, Arc<Dataset>, DatasetRecord)>,
+    /// Snapshot operations for the next commit, in order.
+    pub snap_ops: Vec<crate::snapshot::SnapOp>,
+    pub catalog_dirty: bool,
+}
+
+struct TxgState {
+    open_txg: u64,
+    synced_txg: u64,
+    /// A commit of at least this txg was asked for.
+    requested: u64,
+    stop: bool,
+    stopped: bool,
+    error: Option<String>,
+}
+
+/// An imported pool with its datasets.
+pub struct Store {
+    me: Weak<Store>,
+    pool: Arc<Pool>,
+    cache: Arc<BlockCache>,
+    mos: ObjectSet,
+    pub(crate) state: Mutex<State>,
+    txg: Mutex<TxgState>,
+    txg_cv: Condvar,
+    /// Serializes commits (sync thread, export).
+    commit_lock: Mutex<()>,
+    opts: StoreOpts,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    exported: AtomicBool,
+    pub(crate) dirty: AtomicU64,
+    pub(crate) scrub: Arc<Mutex<ScrubStatus>>,
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Validate a dataset name: pool/child/..., each part [A-Za-z0-9_.:-], not empty.
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && name.split('/').all(|c| {
+            !c.is_empty()
+                && c.chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || "_-.:".contains(ch))
+                && c != "."
+                && c != ".."
+        });
+    if !ok {
+        return Err(StoreError::Invalid(format!(
+            "invalid dataset name '{name}': use letters, digits, _ - . : separated by /"
+        )));
+    }
+    if name.contains('@') {
+        return Err(StoreError::Invalid(format!(
+            "invalid dataset name '{name}': '@' names a snapshot"
+        )));
+    }
+    Ok(())
+}
+
+/// Split `fs@snap`, validating both parts.
+fn split_snapshot(full: &str) -> Result<(&str, &str)> {
+    let Some((fs, snap)) = full.split_once('@') else {
+        return Err(StoreError::Invalid(format!(
+            "'{full}' is not a snapshot name (FS@SNAP)"
+        )));
+    };
+    // A receive in progress (`FS%recv`) passes: users cannot type it.
+    match fs.strip_suffix("%recv") {
+        Some(base) => check_name(base)?,
+        None => check_name(fs)?,
+    }
+    if snap.is_empty()
+        || snap.len() > 255
+        || !snap
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+    {
+        return Err(StoreError::Invalid(format!(
+            "invalid snapshot name '{snap}': use letters, digits, _ - . :"
+        )));
+    }
+    Ok((fs, snap))
+}
+
+/// Identity of a snapshot, for send and receive.
+#[derive(Clone, Debug)]
+pub(crate) struct SnapshotMeta {
+    pub name: String,
+    pub txg: u64,
+    pub guid: u64,
+    pub volblocksize: Option<u32>,
+}
+
+/// One row of `list -t snapshot`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotInfo {
+    pub name: String,
+    /// Bytes only this snapshot holds (freed if it is destroyed).
+    pub used: u64,
+    pub referenced: u64,
+    /// Bytes written between the previous snapshot and this one.
+    pub written: u64,
+    pub creation: u64,
+    pub txg: u64,
+}
+
+/// Validate a pool name.
+pub fn check_pool_name(name: &str) -> Result<()> {
+    check_name(name)?;
+    if name.contains('/') {
+        return Err(StoreError::Invalid(format!(
+            "invalid pool name '{name}': must not contain '/'"
+        )));
+    }
+    if [
+        "mirror", "raidz", "raidz1", "raidz2", "log", "cache", "spare",
+    ]
+    .contains(&name)
+    {
+        return Err(StoreError::Invalid(format!(
+            "invalid pool name '{name}': reserved word"
+        )));
+    }
+    Ok(())
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let mut t = self.txg.lock();
+        t.stop = true;
+        self.txg_cv.notify_all();
+    }
+}
+
+impl Store {
+    pub fn discover(paths: &[PathBuf]) -> Vec<Importable> {
+        Pool::discover(paths)
+    }
+
+    pub fn name(&self) -> String {
+        self.pool.name()
+    }
+
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    pub fn cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    pub fn opts(&self) -> &StoreOpts {
+        &self.opts
+    }
+
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if self.exported.load(Ordering::Acquire) {
+            return Err(StoreError::Exported(self.pool.name()));
+        }
+        if let Some(why) = self.pool.suspended() {
+            return Err(StoreError::Pool(cachalot_pool::PoolError::Suspended(why)));
+        }
+        Ok(())
+    }
+
+    pub fn status(&self) -> PoolStatusInfo {
+        PoolStatusInfo {
+            name: self.pool.name(),
+            health: self.pool.health().into(),
+            space: self.pool.space().into(),
+            devices: self.pool.device_status(),
+            scrub: self.scrub_status(),
+            txg: self.synced_txg(),
+            suspended: self.pool.suspended(),
+            notices: self.pool.notices(),
+        }
+    }
+
+    pub fn scrub_start(&self) -> Result<()> {
+        self.check_live()?;
+        scrub::start(self.me.upgrade().expect("store alive"))
+    }
+
+    pub fn scrub_status(&self) -> ScrubStatus {
+        self.scrub.lock().clone()
+    }
+
+    /// Wait for a running scrub to finish.
+    pub fn scrub_wait(&self) -> ScrubStatus {
+        loop {
+            let s = self.scrub_status();
+            if s.state != "scanning" {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Object set roots of every dataset as of the last commit (for scrub).
+    pub(crate) fn committed_roots(&self) -> Result<Vec<BlkPtr>> {
+        let ub = self.pool.uberblock();
+        let mos = ObjectSet::open(self.cache.clone(), mos_props(), &ub.mos, ub.txg + 1)?;
+        let cat = read_catalog(&mos)?;
+        let mut roots = vec![ub.mos];
+        roots.extend(cat.datasets.values().map(|d| d.objset));
+        Ok(roots)
+    }
+}

@@ -1,0 +1,351 @@
+//! The transaction group engine. Changes accumulate in memory in the open txg. A
+//! sync thread commits it every `txg_timeout`, when dirty data passes 60% of
+//! `dirty_max`, or when someone asks (`sync`, `fsync`). Writers that find dirty
+//! data above `dirty_max` wait for the commit: they are throttled, never failed.
+//!
+//! Commit of txg T, by one committer at a time (`commit_lock`):
+//! 1. freeze: copy the catalog, take the pending dataset destroys and snapshot
+//!    operations, open txg T+1;
+//! 2. sync every dataset's object set (new blocks; replaced blocks freed or put
+//!    on a dead list);
+//! 3. apply snapshot operations; free every block of destroyed datasets;
+//! 4. write the catalog copy (with the new object set roots) into the meta object
+//!    set, sync it, and `Pool::commit(T, mos_root)`.
+//!
+//! Invariants: `synced_txg < open_txg`; a txg's changes are visible to readers
+//! before and after its commit; a failed commit becomes the store's error and
+//! every waiter sees it.
+
+use crate::catalog::*;
+use crate::dataset::Dataset;
+use crate::error::{Result, StoreError};
+use crate::store::*;
+use cachalot_objects::ObjectSet;
+use cachalot_pool::BlkPtr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+pub(super) fn sync_thread(me: Weak<Store>) {
+    loop {
+        let Some(store) = me.upgrade() else { return };
+        let deadline = Instant::now() + store.opts.txg_timeout;
+        let stop;
+        {
+            let mut t = store.txg.lock();
+            loop {
+                if t.stop || t.requested >= t.open_txg {
+                    break;
+                }
+                if store.dirty.load(Ordering::Relaxed) > store.opts.dirty_max * 6 / 10 {
+                    break;
+                }
+                if store.txg_cv.wait_until(&mut t, deadline).timed_out() {
+                    break;
+                }
+            }
+            stop = t.stop;
+        }
+        let has_work = {
+            let st = store.state.lock();
+            st.catalog_dirty
+                || !st.pending_destroy.is_empty()
+                || st.handles.values().any(|h| h.objset.is_dirty())
+        };
+        let requested = {
+            let t = store.txg.lock();
+            t.requested >= t.open_txg
+        };
+        if (has_work || requested) && store.txg.lock().error.is_none() {
+            // A bug must not leave writers waiting forever for a commit that will
+            // never come: a panic becomes the pool's error.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.sync_txg()));
+            let err = match r {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(p) => Some(format!(
+                    "internal error during commit: {}",
+                    p.downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default()
+                )),
+            };
+            if let Some(e) = err {
+                let mut t = store.txg.lock();
+                t.error = Some(e);
+                store.txg_cv.notify_all();
+            }
+        }
+        if stop {
+            let mut t = store.txg.lock();
+            t.stopped = true;
+            store.txg_cv.notify_all();
+            return;
+        }
+        drop(store);
+    }
+}
+
+impl Store {
+    /// The txg changes made now will belong to.
+    pub fn open_txg(&self) -> u64 {
+        self.txg.lock().open_txg
+    }
+
+    /// Last committed txg.
+    pub fn synced_txg(&self) -> u64 {
+        self.txg.lock().synced_txg
+    }
+
+    /// Commit the open txg now and wait for it. Returns the committed txg.
+    pub fn sync(&self) -> Result<u64> {
+        self.check_live()?;
+        let mut t = self.txg.lock();
+        let target = t.open_txg;
+        t.requested = t.requested.max(target);
+        self.txg_cv.notify_all();
+        while t.synced_txg < target {
+            if let Some(e) = &t.error {
+                return Err(StoreError::Pool(cachalot_pool::PoolError::Suspended(
+                    e.clone(),
+                )));
+            }
+            if t.stopped {
+                return Err(StoreError::Exported(self.pool.name()));
+            }
+            self.txg_cv.wait(&mut t);
+        }
+        Ok(target)
+    }
+
+    /// Ask for a commit soon without waiting.
+    pub(crate) fn kick(&self) {
+        let mut t = self.txg.lock();
+        t.requested = t.requested.max(t.open_txg);
+        self.txg_cv.notify_all();
+    }
+
+    /// Block while dirty data is above the limit (writers are throttled, not failed).
+    pub(crate) fn throttle(&self) -> Result<()> {
+        let max = self.opts.dirty_max;
+        let d = self.dirty.load(Ordering::Relaxed);
+        if d > max * 6 / 10 {
+            self.kick();
+        }
+        if d <= max {
+            return Ok(());
+        }
+        let mut t = self.txg.lock();
+        while self.dirty.load(Ordering::Relaxed) > max {
+            if t.error.is_some() || t.stopped {
+                break;
+            }
+            t.requested = t.requested.max(t.open_txg);
+            self.txg_cv.notify_all();
+            self.txg_cv.wait_for(&mut t, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// Commit one txg (sync thread, create, export).
+    pub(crate) fn sync_txg(&self) -> Result<u64> {
+        let _one = self.commit_lock.lock();
+        let txg = {
+            let mut t = self.txg.lock();
+            let txg = t.open_txg;
+            t.open_txg += 1;
+            txg
+        };
+        let (mut cat, destroys, ops, handles) = {
+            let mut st = self.state.lock();
+            st.catalog_dirty = false;
+            let handles: Vec<Arc<Dataset>> = st
+                .catalog
+                .datasets
+                .keys()
+                .filter_map(|id| st.handles.get(id).cloned())
+                .collect();
+            (
+                st.catalog.clone(),
+                std::mem::take(&mut st.pending_destroy),
+                std::mem::take(&mut st.snap_ops),
+                handles,
+            )
+        };
+        self.sync_datasets(txg, &mut cat, &handles)?;
+        let rolled_back = self.sync_snapshot_ops(txg, &mut cat, ops, destroys)?;
+        self.publish_synced(txg, &cat, rolled_back)?;
+        let json = serde_json::to_vec(&cat).expect("catalog serializes");
+        self.mos.write(CATALOG_OBJECT, 0, &json)?;
+        self.mos.truncate(CATALOG_OBJECT, json.len() as u64)?;
+        // MOS blocks are never in a snapshot: free them directly.
+        let pool = &self.pool;
+        let mos_root = self.mos.sync(txg, &mut |bp: &BlkPtr| pool.free_block(bp))?;
+        let r = self.pool.commit(txg, mos_root);
+        let mut t = self.txg.lock();
+        match r {
+            Ok(()) => {
+                t.synced_txg = txg;
+                let dirty: u64 = handles.iter().map(|d| d.objset.dirty_bytes()).sum();
+                self.dirty.store(dirty, Ordering::Relaxed);
+                // Intent log records of this txg are now in the tree.
+                for ds in &handles {
+                    ds.objset.txg_committed(txg);
+                }
+            }
+            Err(e) => t.error = Some(e.to_string()),
+        }
+        // Debug builds check the catalog after every commit (the pool checked
+        // itself in `commit`); a violation stops further commits.
+        if t.error.is_none() && cachalot_pool::verify_after_commit() {
+            drop(t);
+            let bad = self.verify_catalog().err();
+            t = self.txg.lock();
+            if let Some(e) = bad {
+                t.error = Some(format!("invariant violated after txg {txg}: {e}"));
+            }
+        }
+        self.txg_cv.notify_all();
+        drop(t);
+        Ok(txg)
+    }
+
+    /// Step 2 of a commit: write every dataset's object set. Birth time decides a
+    /// killed block's fate: born after the newest snapshot it is freed, otherwise
+    /// a snapshot holds it and it joins the dead list.
+    fn sync_datasets(&self, txg: u64, cat: &mut Catalog, handles: &[Arc<Dataset>]) -> Result<()> {
+        let pool = &self.pool;
+        for ds in handles {
+            let Some(prev) = cat.datasets.get(&ds.id).map(|r| r.prev_snap_txg) else {
+                continue;
+            };
+            let mut dead = Vec::new();
+            let root = ds.objset.sync(txg, &mut |bp: &BlkPtr| {
+                if bp.birth_txg > prev {
+                    pool.free_block(bp)
+                } else {
+                    dead.push(*bp)
+                }
+            })?;
+            let acct = ds.objset.accounting();
+            let r = cat
+                .datasets
+                .get_mut(&ds.id)
+                .expect("record of a synced dataset");
+            r.objset = root;
+            r.acct = acct.into();
+            r.deadlist_bytes +=
+                crate::snapshot::append_deadlist(&self.mos, &mut r.deadlist, &dead)?;
+        }
+        Ok(())
+    }
+
+    /// Step 3 of a commit: apply the queued snapshot operations, then free what
+    /// only destroyed datasets held. Returns the ids of rolled-back datasets.
+    fn sync_snapshot_ops(
+        &self,
+        txg: u64,
+        cat: &mut Catalog,
+        ops: Vec<crate::snapshot::SnapOp>,
+        destroys: Vec<(u64, Arc<Dataset>, DatasetRecord)>,
+    ) -> Result<Vec<u64>> {
+        use crate::snapshot::SnapOp;
+        let mut rolled_back = Vec::new();
+        let pool = &self.pool;
+        let mut free_fn = |bp: &BlkPtr| pool.free_block(bp);
+        let mut ctx = crate::snapshot::SyncCtx {
+            mos: &self.mos,
+            cache: &self.cache,
+            txg,
+            free: &mut free_fn,
+        };
+        for op in ops {
+            match op {
+                SnapOp::Create(list) => {
+                    for (id, name, guid) in list {
+                        if let Some(r) = cat.datasets.get_mut(&id) {
+                            crate::snapshot::create(r, &name, guid, &ctx, now_s());
+                        }
+                    }
+                }
+                SnapOp::Destroy { id, name } => {
+                    if let Some(r) = cat.datasets.get_mut(&id) {
+                        if let Some(idx) = r.snapshots.iter().position(|s| s.name == name) {
+                            let origin_txg = r.origin_txg;
+                            crate::snapshot::destroy(r, idx, origin_txg, &mut ctx)?;
+                        }
+                    }
+                }
+                SnapOp::Rollback { id, name } => {
+                    if let Some(r) = cat.datasets.get_mut(&id) {
+                        if let Some(idx) = r.snapshots.iter().position(|s| s.name == name) {
+                            crate::snapshot::rollback(r, idx, &mut ctx)?;
+                            rolled_back.push(id);
+                        }
+                    }
+                }
+            }
+        }
+        for (_, ds, mut rec) in destroys {
+            // Unsynced changes of a destroyed dataset are dropped; free what
+            // only it held on disk.
+            rec.objset = ds.objset.root_bp();
+            let origin_txg = rec.origin_txg;
+            crate::snapshot::destroy_all(&mut rec, origin_txg, &mut ctx)?;
+            ds.objset
+                .zil()
+                .free_all(&mut |d| self.pool.free_log_block(d));
+        }
+        Ok(rolled_back)
+    }
+
+    /// Copy what the commit changed into the live catalog (which open context may
+    /// have changed meanwhile), and give each rolled-back head a new handle that
+    /// restarts from its snapshot's root.
+    fn publish_synced(&self, txg: u64, cat: &Catalog, rolled_back: Vec<u64>) -> Result<()> {
+        let mut st = self.state.lock();
+        for (id, r) in &cat.datasets {
+            if let Some(live) = st.catalog.datasets.get_mut(id) {
+                live.objset = r.objset;
+                live.acct = r.acct;
+                live.prev_snap_txg = r.prev_snap_txg;
+                live.deadlist = r.deadlist;
+                live.deadlist_bytes = r.deadlist_bytes;
+                // Snapshot user properties are set in open context: keep those.
+                let mut snaps = r.snapshots.clone();
+                for sn in &mut snaps {
+                    if let Some(l) = live.snapshots.iter().find(|l| l.name == sn.name) {
+                        sn.props = l.props.clone();
+                    }
+                }
+                live.snapshots = snaps;
+            }
+        }
+        for id in rolled_back {
+            let (Some(r), Some(old)) = (cat.datasets.get(&id), st.handles.get(&id).cloned()) else {
+                continue;
+            };
+            old.mark_destroyed();
+            old.objset
+                .zil()
+                .free_all(&mut |d| self.pool.free_log_block(d));
+            let os = ObjectSet::open_fresh_log(
+                self.cache.clone(),
+                resolve_objset_props(cat, id),
+                &r.objset,
+                txg + 1,
+            )?;
+            let ds = Arc::new(Dataset::new(
+                id,
+                r.name.clone(),
+                r.kind,
+                os,
+                self.me.clone(),
+            ));
+            apply_props(cat, id, &ds);
+            st.handles.insert(id, ds);
+        }
+        Ok(())
+    }
+}

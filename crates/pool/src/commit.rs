@@ -1,0 +1,234 @@
+//! Labels, uberblocks and the commit of a transaction group.
+//!
+//! Invariants:
+//! - Label headers are written even copies first, flushed, then odd copies: a
+//!   crash leaves at least one pair intact.
+//! - `commit(T)`: the space map segment of T, flush every vdev, the uberblock of T
+//!   into slot T mod UBER_SLOTS of every label, flush again. T is durable only then;
+//!   frees of T-1 and older become allocatable only then.
+//! - A failed commit suspends the pool: nothing more is written.
+
+use crate::blkptr::BlkPtr;
+use crate::device::BlockDevice;
+use crate::error::{PoolError, Result};
+use crate::label::*;
+use crate::pool::Pool;
+use crate::spacemap::Record;
+use crate::vdev::TopVdev;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64
+}
+
+/// Read the first valid label header of a device.
+pub fn read_label(dev: &dyn BlockDevice) -> Option<LabelHeader> {
+    if dev.size() < MIN_DEVICE_SIZE {
+        return None;
+    }
+    let mut buf = vec![0u8; LABEL_HEADER_SIZE];
+    for off in label_offsets(dev.size()) {
+        if dev.read_at(&mut buf, off).is_ok() {
+            if let Some(h) = decode_header(&buf) {
+                return Some(h);
+            }
+        }
+    }
+    None
+}
+
+pub(crate) fn write_labels(
+    dev: &dyn BlockDevice,
+    header: &LabelHeader,
+    init_ring: bool,
+) -> Result<()> {
+    let enc = encode_header(header);
+    let offs = label_offsets(dev.size());
+    // Even labels first, flush, then odd: a crash leaves at least one pair intact.
+    for pass in [[0usize, 2], [1, 3]] {
+        for i in pass {
+            dev.write_at(&enc, offs[i])?;
+            if init_ring {
+                let zeros = vec![0u8; (UBER_SLOTS * UBER_SLOT_SIZE) as usize];
+                dev.write_at(&zeros, offs[i] + UBER_RING_OFFSET)?;
+            }
+        }
+        dev.flush()?;
+    }
+    Ok(())
+}
+
+/// All valid uberblocks on a device, any order.
+pub(crate) fn read_uberblocks(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Uberblock> {
+    let mut out = Vec::new();
+    let ring = (UBER_SLOTS * UBER_SLOT_SIZE) as usize;
+    let mut buf = vec![0u8; ring];
+    for off in label_offsets(dev.size()) {
+        if dev.read_at(&mut buf, off + UBER_RING_OFFSET).is_err() {
+            continue;
+        }
+        for slot in 0..UBER_SLOTS as usize {
+            let s = slot * UBER_SLOT_SIZE as usize;
+            if let Some(ub) = Uberblock::decode(&buf[s..s + UBER_SIZE]) {
+                if ub.pool_guid == pool_guid && ub.txg % UBER_SLOTS == slot as u64 {
+                    out.push(ub);
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Pool {
+    /// Commit transaction group `txg` whose meta object set root is `mos`.
+    /// On failure the pool is suspended: nothing more is written, the last
+    /// committed state stays intact on disk.
+    pub fn commit(&self, txg: u64, mos: BlkPtr) -> Result<()> {
+        self.check_suspended()?;
+        let mut r = self.commit_inner(txg, mos);
+        // Debug builds (and the `ci` profile every test runs with) check the
+        // pool's invariants after every commit; a violation suspends the pool.
+        if r.is_ok() && verify_after_commit() {
+            if let Err(e) = self.verify() {
+                r = Err(PoolError::Suspended(format!(
+                    "invariant violated after the commit of txg {txg}: {e}"
+                )));
+            }
+        }
+        if let Err(e) = &r {
+            *self.suspended.lock() = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Check every invariant of the pool layer that can be checked from memory
+    /// and the committed space map: see `verify_space` and `verify_spacemap`.
+    pub fn verify(&self) -> std::result::Result<(), String> {
+        self.verify_space()?;
+        self.verify_spacemap()
+    }
+
+    fn commit_inner(&self, txg: u64, mos: BlkPtr) -> Result<()> {
+        let t0 = Instant::now();
+        // The uberblock of `txg` takes slot txg % UBER_SLOTS: an older txg would
+        // overwrite a newer uberblock with an older tree.
+        let last = self.last_ub.lock().txg;
+        assert!(txg > last, "commit of txg {txg} after txg {last}");
+        let n_records = self.space.lock().txg_records.len() as u64;
+        // The frees of this txg go to the defer queue, so they become allocatable
+        // only after the next commit: those the log segment recorded, and those
+        // still pending after a condense (which records none of them).
+        let (sm_head, sm_base, txg_frees) = self.sync_spacemap(txg)?;
+        let tops: Vec<Arc<TopVdev>> = self.vdevs.read().clone();
+        for t in &tops {
+            t.flush()?;
+        }
+        let cfg = self.config.read().clone();
+        let ub = Uberblock {
+            txg,
+            pool_guid: cfg.guid,
+            guid_sum: cfg.guid_sum(),
+            timestamp_ns: now_ns(),
+            config_txg: cfg.config_txg,
+            mos,
+            sm_head,
+            sm_base,
+        };
+        let enc = ub.encode();
+        let slot = (txg % UBER_SLOTS) * UBER_SLOT_SIZE;
+        let mut written = 0;
+        for t in &tops {
+            for leaf in &t.leaves {
+                if let Some(d) = &leaf.dev {
+                    for off in label_offsets(d.size()) {
+                        if d.write_at(&enc, off + UBER_RING_OFFSET + slot).is_ok() {
+                            written += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if written == 0 {
+            return Err(PoolError::Suspended("no device took the uberblock".into()));
+        }
+        for t in &tops {
+            t.flush()?;
+        }
+        let mut s = self.space.lock();
+        s.sm_head = sm_head;
+        s.sm_base = sm_base;
+        if !sm_head.is_hole() {
+            s.log_records += n_records;
+        }
+        // Frees of txg-1 (and older) become allocatable now that txg is durable.
+        while !self.hold_frees.load(Relaxed) && s.defer.front().is_some_and(|(t, _)| *t < txg) {
+            let (_, recs) = s.defer.pop_front().unwrap();
+            for r in recs {
+                if let Some(v) = s.vdevs.get_mut(r.vdev as usize) {
+                    v.free.insert(r.offset, r.len);
+                }
+            }
+        }
+        s.defer.push_back((txg, txg_frees));
+        // Frees recorded while writing the space map (condense) are deferred too;
+        // allocations made meanwhile in open context (intent log) stay recorded
+        // for the next txg.
+        let (extra, later): (Vec<Record>, Vec<Record>) =
+            s.txg_records.drain(..).partition(|r| !r.alloc);
+        s.txg_records = later;
+        s.defer.back_mut().unwrap().1.extend(extra);
+        drop(s);
+        *self.last_ub.lock() = ub;
+        self.refresh_usable();
+        cachalot_analytics::global()
+            .stat("txg.commits", &["pool"])
+            .record(&[&cfg.name], 0, t0.elapsed());
+        Ok(())
+    }
+
+    pub(crate) fn rewrite_label_headers(&self) -> Result<()> {
+        let cfg = self.config.read().clone();
+        for t in self.vdevs.read().iter() {
+            for l in &t.leaves {
+                if let Some(d) = &l.dev {
+                    let h = LabelHeader {
+                        config: cfg.clone(),
+                        leaf_guid: l.guid,
+                        top_id: t.id,
+                    };
+                    write_labels(d.as_ref(), &h, false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Erase the labels so the devices no longer belong to any pool.
+    pub fn destroy_labels(&self) -> Result<()> {
+        let zeros = vec![0u8; LABEL_HEADER_SIZE];
+        for t in self.vdevs.read().iter() {
+            for l in &t.leaves {
+                if let Some(d) = &l.dev {
+                    for off in label_offsets(d.size()) {
+                        d.write_at(&zeros, off)?;
+                    }
+                    d.flush()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Debug builds verify the pool after every commit; `CACHALOT_VERIFY=0` turns
+/// that off (to measure its cost). Release builds never do.
+pub fn verify_after_commit() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    cfg!(debug_assertions)
+        && *ON.get_or_init(|| std::env::var("CACHALOT_VERIFY").map_or(true, |v| v != "0"))
+}

@@ -1,0 +1,429 @@
+//! Creating a pool on devices, discovering pools on devices, and importing one at
+//! its newest uberblock whose tree and space maps read back.
+//!
+//! Invariants: creation checks every device before writing any label; import
+//! picks devices by the leaf guids of their labels (paths may have changed), uses
+//! the newest configuration among the labels, and falls back to older uberblocks
+//! when the newest one's tree is damaged.
+
+use crate::allocator::{SpaceState, USABLE_CLASSES};
+use crate::blkptr::BlkPtr;
+use crate::commit::{now_ns, read_label, read_uberblocks, write_labels};
+use crate::device::{BlockDevice, FileDevice};
+use crate::error::{PoolError, Result};
+use crate::label::*;
+use crate::pool::{new_guid, top_config, Pool};
+use crate::vdev::{ErrorCounters, Leaf, TopVdev};
+use crate::vdev_spec::{expand_paths, open_for_create, CreateOpts, VdevSpec};
+use parking_lot::{Mutex, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Opened devices of one top-level vdev, with the paths they were opened from.
+type DeviceGroup = Vec<(PathBuf, Arc<dyn BlockDevice>)>;
+
+/// A pool found by scanning devices.
+#[derive(Clone, Debug)]
+pub struct Importable {
+    pub name: String,
+    pub guid: u64,
+    pub config: PoolConfig,
+    pub devices: Vec<PathBuf>,
+    pub missing: Vec<PathBuf>,
+}
+
+impl Pool {
+    /// Create a pool on the given vdevs and write its labels. The caller commits the
+    /// first transaction group (txg 1) with the initial meta object set.
+    pub fn create(name: &str, specs: &[VdevSpec], opts: &CreateOpts) -> Result<Pool> {
+        if !(9..=16).contains(&opts.ashift) {
+            return Err(PoolError::InvalidSpec(format!(
+                "invalid ashift {}: expected 9..16",
+                opts.ashift
+            )));
+        }
+        // Open and check everything before writing anything.
+        let mut opened: Vec<DeviceGroup> = Vec::new();
+        let mut created: Vec<PathBuf> = Vec::new();
+        let cleanup = |created: &Vec<PathBuf>| {
+            for p in created {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        for spec in specs {
+            let mut group = Vec::new();
+            for p in &spec.paths {
+                let existed = p.exists();
+                let dev = match open_for_create(p, opts) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        cleanup(&created);
+                        return Err(e);
+                    }
+                };
+                if !existed {
+                    created.push(p.clone());
+                }
+                if dev.size() < MIN_DEVICE_SIZE {
+                    cleanup(&created);
+                    return Err(PoolError::TooSmall {
+                        path: p.clone(),
+                        size: dev.size(),
+                        min: MIN_DEVICE_SIZE,
+                    });
+                }
+                if !opts.force {
+                    if let Some(h) = read_label(dev.as_ref()) {
+                        cleanup(&created);
+                        return Err(PoolError::InvalidSpec(format!(
+                            "{}: device is part of pool '{}' (use -f to overwrite)",
+                            p.display(),
+                            h.config.name
+                        )));
+                    }
+                }
+                group.push((p.clone(), dev));
+            }
+            opened.push(group);
+        }
+        if specs.iter().all(|s| s.log) {
+            return Err(PoolError::InvalidSpec(
+                "a pool needs at least one data vdev besides log devices".into(),
+            ));
+        }
+        let groups = specs.iter().map(|s| (s.kind, s.log)).zip(opened).collect();
+        Pool::create_from(name, groups, opts.ashift)
+    }
+
+    /// Create a pool on already-open devices (simulated devices in tests).
+    pub fn create_on_devices(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        mirror: bool,
+        ashift: u8,
+    ) -> Result<Pool> {
+        Pool::create_on_devices_with_log(name, devices, mirror, vec![], ashift)
+    }
+
+    /// Like `create_on_devices`, with separate log devices (one vdev each).
+    pub fn create_on_devices_with_log(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        mirror: bool,
+        log: Vec<Arc<dyn BlockDevice>>,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let with_paths: DeviceGroup = devices
+            .into_iter()
+            .map(|d| (d.path().to_path_buf(), d))
+            .collect();
+        for (p, d) in &with_paths {
+            if d.size() < MIN_DEVICE_SIZE {
+                return Err(PoolError::TooSmall {
+                    path: p.clone(),
+                    size: d.size(),
+                    min: MIN_DEVICE_SIZE,
+                });
+            }
+        }
+        let mut groups: Vec<((VdevKind, bool), DeviceGroup)> = if mirror {
+            vec![((VdevKind::Mirror, false), with_paths)]
+        } else {
+            with_paths
+                .into_iter()
+                .map(|d| ((VdevKind::Disk, false), vec![d]))
+                .collect()
+        };
+        for d in log {
+            groups.push(((VdevKind::Disk, true), vec![(d.path().to_path_buf(), d)]));
+        }
+        Pool::create_from(name, groups, ashift)
+    }
+
+    /// Create from opened device groups: ((kind, is_log), devices).
+    fn create_from(
+        name: &str,
+        groups: Vec<((VdevKind, bool), DeviceGroup)>,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let sector = 1u64 << ashift;
+        let mut config = PoolConfig {
+            version: LABEL_VERSION,
+            name: name.to_string(),
+            guid: new_guid(),
+            ashift,
+            config_txg: 1,
+            vdevs: vec![],
+        };
+        let mut tops = Vec::new();
+        for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
+            let asize = group
+                .iter()
+                .map(|(_, d)| leaf_data_size(d.size()))
+                .min()
+                .unwrap()
+                / sector
+                * sector;
+            let leaves: Vec<Leaf> = group
+                .into_iter()
+                .map(|(path, dev)| Leaf {
+                    guid: new_guid(),
+                    path: std::fs::canonicalize(&path).unwrap_or(path),
+                    dev: Some(dev),
+                    errors: ErrorCounters::default(),
+                })
+                .collect();
+            let top = TopVdev {
+                id: id as u32,
+                guid: new_guid(),
+                kind,
+                asize,
+                leaves,
+                log,
+                faulted: Default::default(),
+            };
+            config.vdevs.push(top_config(&top));
+            tops.push(Arc::new(top));
+        }
+        for top in &tops {
+            for leaf in &top.leaves {
+                let h = LabelHeader {
+                    config: config.clone(),
+                    leaf_guid: leaf.guid,
+                    top_id: top.id,
+                };
+                write_labels(leaf.dev.as_deref().unwrap(), &h, true)?;
+            }
+        }
+        let space = SpaceState::new(tops.iter().map(|t| t.asize));
+        let ub = Uberblock {
+            txg: 0,
+            pool_guid: config.guid,
+            guid_sum: config.guid_sum(),
+            timestamp_ns: now_ns(),
+            config_txg: 1,
+            mos: BlkPtr::HOLE,
+            sm_head: BlkPtr::HOLE,
+            sm_base: BlkPtr::HOLE,
+        };
+        Ok(Pool::assemble(config, tops, space, ub))
+    }
+
+    pub(crate) fn assemble(
+        config: PoolConfig,
+        tops: Vec<Arc<TopVdev>>,
+        space: SpaceState,
+        ub: Uberblock,
+    ) -> Pool {
+        Pool {
+            config: RwLock::new(config),
+            vdevs: RwLock::new(tops),
+            space: Mutex::new(space),
+            last_ub: Mutex::new(ub),
+            suspended: Mutex::new(None),
+            hold_frees: std::sync::atomic::AtomicBool::new(false),
+            usable: Mutex::new([0; USABLE_CLASSES]),
+            notices: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Scan devices for pools. Unreadable or foreign files are skipped.
+    pub fn discover(paths: &[PathBuf]) -> Vec<Importable> {
+        let mut found: Vec<(LabelHeader, PathBuf)> = Vec::new();
+        for p in expand_paths(paths) {
+            if let Ok(dev) = FileDevice::open(&p) {
+                if let Some(h) = read_label(&dev) {
+                    found.push((h, std::fs::canonicalize(&p).unwrap_or(p)));
+                }
+            }
+        }
+        let mut pools: Vec<Importable> = Vec::new();
+        for (h, path) in &found {
+            let newest = found
+                .iter()
+                .filter(|(o, _)| o.config.guid == h.config.guid)
+                .max_by_key(|(o, _)| o.config.config_txg)
+                .unwrap();
+            if pools.iter().any(|p| p.guid == h.config.guid) {
+                pools
+                    .iter_mut()
+                    .find(|p| p.guid == h.config.guid)
+                    .unwrap()
+                    .devices
+                    .push(path.clone());
+                continue;
+            }
+            pools.push(Importable {
+                name: newest.0.config.name.clone(),
+                guid: h.config.guid,
+                config: newest.0.config.clone(),
+                devices: vec![path.clone()],
+                missing: vec![],
+            });
+        }
+        for p in &mut pools {
+            // Match leaves by guid against the labels found.
+            let guids: Vec<u64> = found
+                .iter()
+                .filter(|(h, _)| h.config.guid == p.guid)
+                .map(|(h, _)| h.leaf_guid)
+                .collect();
+            p.missing = p
+                .config
+                .vdevs
+                .iter()
+                .flat_map(|v| v.children.iter())
+                .filter(|l| !guids.contains(&l.guid))
+                .map(|l| l.path.clone())
+                .collect();
+        }
+        pools
+    }
+
+    /// Import a pool from real devices. Devices are looked up by the label guids, so
+    /// files may have moved. Returns the pool opened at its newest valid uberblock.
+    pub fn import(paths: &[PathBuf], name: Option<&str>) -> Result<Pool> {
+        let pools = Pool::discover(paths);
+        let cand: Vec<&Importable> = pools
+            .iter()
+            .filter(|p| name.is_none_or(|n| n == p.name || n == p.guid.to_string()))
+            .collect();
+        let imp = match (cand.len(), name) {
+            (0, Some(n)) => {
+                return Err(PoolError::Import(format!(
+                    "no pool named '{n}' found on the given devices"
+                )))
+            }
+            (0, None) => {
+                return Err(match paths {
+                    [one] if one.is_file() => PoolError::NotAPool(one.clone()),
+                    _ => PoolError::Import("no pools found on the given devices".into()),
+                })
+            }
+            (1, _) => cand[0],
+            _ => {
+                return Err(PoolError::Import(
+                    "several pools found: name the one to import".into(),
+                ))
+            }
+        };
+        let mut devs: Vec<(u64, Arc<dyn BlockDevice>, PathBuf)> = Vec::new();
+        for p in &imp.devices {
+            let d = FileDevice::open(p)?;
+            if let Some(h) = read_label(&d) {
+                devs.push((h.leaf_guid, Arc::new(d), p.clone()));
+            }
+        }
+        Pool::open_devices(imp.config.clone(), devs)
+    }
+
+    /// Open a pool from already-opened devices (also used by crash tests).
+    pub fn import_devices(devices: Vec<Arc<dyn BlockDevice>>) -> Result<Pool> {
+        let mut best: Option<LabelHeader> = None;
+        let mut devs = Vec::new();
+        for d in devices {
+            let Some(h) = read_label(d.as_ref()) else {
+                return Err(PoolError::NotAPool(d.path().to_path_buf()));
+            };
+            if best
+                .as_ref()
+                .is_none_or(|b| h.config.config_txg > b.config.config_txg)
+            {
+                best = Some(h.clone());
+            }
+            devs.push((h.leaf_guid, d.clone(), d.path().to_path_buf()));
+        }
+        let Some(best) = best else {
+            return Err(PoolError::Import("no devices given".into()));
+        };
+        Pool::open_devices(best.config, devs)
+    }
+
+    fn open_devices(
+        config: PoolConfig,
+        devs: Vec<(u64, Arc<dyn BlockDevice>, PathBuf)>,
+    ) -> Result<Pool> {
+        let mut tops = Vec::new();
+        let mut notices = Vec::new();
+        for v in &config.vdevs {
+            let leaves: Vec<Leaf> = v
+                .children
+                .iter()
+                .map(|c| {
+                    let found = devs.iter().find(|(g, _, _)| *g == c.guid);
+                    Leaf {
+                        guid: c.guid,
+                        path: found.map(|f| f.2.clone()).unwrap_or_else(|| c.path.clone()),
+                        dev: found.map(|f| f.1.clone()),
+                        errors: ErrorCounters::default(),
+                    }
+                })
+                .collect();
+            // A missing log device does not stop the import: the pool runs on what
+            // the main vdevs committed and logs to them (the log's tail is lost).
+            if leaves.iter().all(|l| l.dev.is_none()) && !v.log {
+                return Err(PoolError::Import(format!(
+                    "pool '{}': missing device {} (vdev {} has no usable device)",
+                    config.name,
+                    v.children[0].path.display(),
+                    v.id
+                )));
+            }
+            let missing_log = v.log && leaves.iter().all(|l| l.dev.is_none());
+            if missing_log {
+                notices.push(format!(
+                    "log device {} is missing: intent log records on it were lost; logging to the main vdevs",
+                    v.children[0].path.display()
+                ));
+            }
+            tops.push(Arc::new(TopVdev {
+                id: v.id,
+                guid: v.guid,
+                kind: v.kind,
+                asize: v.asize,
+                leaves,
+                log: v.log,
+                faulted: std::sync::atomic::AtomicBool::new(missing_log),
+            }));
+        }
+        let mut ubs: Vec<Uberblock> = tops
+            .iter()
+            .flat_map(|t| t.leaves.iter())
+            .filter_map(|l| l.dev.as_ref())
+            .flat_map(|d| read_uberblocks(d.as_ref(), config.guid))
+            .collect();
+        ubs.sort_by_key(|u| std::cmp::Reverse(u.txg));
+        ubs.dedup_by_key(|u| u.txg);
+        if ubs.is_empty() {
+            return Err(PoolError::Import(format!(
+                "pool '{}': no valid uberblock (creation never completed?)",
+                config.name
+            )));
+        }
+        let pool = Pool::assemble(config, tops, SpaceState::new(std::iter::empty()), ubs[0]);
+        pool.notices.lock().extend(notices);
+        let mut last_err = None;
+        // Newest valid uberblock whose root and space maps read back with good checksums.
+        for ub in ubs {
+            match pool.load_space(&ub).and_then(|s| {
+                if !ub.mos.is_hole() {
+                    pool.read_block(&ub.mos)?;
+                }
+                Ok(s)
+            }) {
+                Ok(space) => {
+                    *pool.space.lock() = space;
+                    *pool.last_ub.lock() = ub;
+                    pool.refresh_usable();
+                    return Ok(pool);
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(PoolError::Import(format!(
+            "pool '{}': no uberblock with a readable tree: {}",
+            pool.name(),
+            last_err.map(|e| e.to_string()).unwrap_or_default()
+        )))
+    }
+}
