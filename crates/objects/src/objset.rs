@@ -279,6 +279,11 @@ fn corrupt(bp: &BlkPtr, what: &str) -> ObjError {
     })
 }
 
+/// Decode an indirect block read from disk (fuzz target entry point).
+pub fn decode_indirect(block: &[u8]) -> Result<Vec<BlkPtr>> {
+    decode_ptrs(block, &BlkPtr::HOLE)
+}
+
 fn decode_ptrs(block: &[u8], bp: &BlkPtr) -> Result<Vec<BlkPtr>> {
     if block.len() != INDIRECT_SIZE {
         return Err(corrupt(bp, "indirect block has the wrong size"));

@@ -213,6 +213,11 @@ pub fn decode_block(b: &[u8], guid: u64, seq: u64) -> Option<DecodedBlock> {
         asize: u32at(36),
         offset: u64at(40),
     };
+    // Each record takes at least its header: a count beyond that is corrupt (and
+    // must not size an allocation; found by the intent_log_block fuzz target).
+    if n > (used - BLOCK_HEADER) / RECORD_HEADER {
+        return None;
+    }
     let mut records = Vec::with_capacity(n);
     let mut o = BLOCK_HEADER;
     for _ in 0..n {
@@ -228,8 +233,13 @@ pub fn decode_block(b: &[u8], guid: u64, seq: u64) -> Option<DecodedBlock> {
         );
         let rec = match ty {
             REC_WRITE => {
+                // Bound the length before using it (found by the intent_log_block
+                // fuzz target: a huge length overflowed the end computation).
+                if len > MAX_BLOCK {
+                    return None;
+                }
                 let end = o + RECORD_HEADER + len as usize;
-                if len > MAX_BLOCK || end > used {
+                if end > used {
                     return None;
                 }
                 Record::Write {
