@@ -11,6 +11,9 @@
 #
 # Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, mktmp,
 # start_daemon, stop_daemon, kill9_daemon, note.
+#
+# Every test fails if the daemon panics (or logs an internal error), dies on its
+# own, or exits non-zero when stopped; see _e2e_cleanup and stop_daemon.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -166,6 +169,17 @@ stop_daemon() {
     wait "$pid" 2>/dev/null || DAEMON_EXIT=$?
     DAEMON_PID=
     note "daemon stopped (exit $DAEMON_EXIT)"
+    if [[ $DAEMON_EXIT -ne 0 && -z ${ALLOW_UNCLEAN_EXIT:-} ]]; then
+        _daemon_log_tail
+        fail "daemon exited with status $DAEMON_EXIT after SIGTERM (a clean shutdown is 0)"
+    fi
+}
+
+# _daemon_log_errors: print the daemon log's lines that show a panic or an
+# internal error (a caught panic); status 1 if there are none.
+_daemon_log_errors() {
+    [[ -f $ARTIFACTS/daemon.log ]] || return 1
+    grep -m 5 -E "panicked at|internal error" "$ARTIFACTS/daemon.log"
 }
 
 # kill9_daemon: SIGKILL the daemon (crash simulation) and reap it.
@@ -177,17 +191,41 @@ kill9_daemon() {
     note "daemon killed with SIGKILL"
 }
 
+# At exit every test also fails when (unless it already failed) the daemon died
+# on its own, did not shut down cleanly, or logged a panic or an internal error;
+# a test that provokes these on purpose sets ALLOW_DAEMON_ERRORS=1.
 _e2e_cleanup() {
-    local rc=$? i m
+    local rc=$? i m code=0 errors
     set +e
-    if _alive "$DAEMON_PID"; then
+    if [[ -n $DAEMON_PID ]] && ! _alive "$DAEMON_PID"; then
+        wait "$DAEMON_PID" 2>/dev/null
+        code=$?
+        if [[ $rc -eq 0 && -z ${ALLOW_DAEMON_ERRORS:-} ]]; then
+            echo "FAIL (lib.sh): the daemon died during the test (exit $code)" >&2
+            _daemon_log_tail
+            rc=1
+        fi
+    elif _alive "$DAEMON_PID"; then
         kill -TERM "$DAEMON_PID" 2>/dev/null
         for ((i = 0; i < 50; i++)); do
             _alive "$DAEMON_PID" || break
             sleep 0.1
         done
-        kill -KILL "$DAEMON_PID" 2>/dev/null
-        wait "$DAEMON_PID" 2>/dev/null
+        if _alive "$DAEMON_PID"; then
+            kill -KILL "$DAEMON_PID" 2>/dev/null
+            code=137
+        fi
+        wait "$DAEMON_PID" 2>/dev/null || code=$?
+        if [[ $rc -eq 0 && $code -ne 0 && -z ${ALLOW_UNCLEAN_EXIT:-} ]]; then
+            echo "FAIL (lib.sh): the daemon did not shut down cleanly at the end (exit $code)" >&2
+            _daemon_log_tail
+            rc=1
+        fi
+    fi
+    if [[ $rc -eq 0 && -z ${ALLOW_DAEMON_ERRORS:-} ]] && errors=$(_daemon_log_errors); then
+        echo "FAIL (lib.sh): the daemon log shows a panic or an internal error:" >&2
+        echo "$errors" >&2
+        rc=1
     fi
     # Unmount anything (e.g. FUSE) left mounted under our temp root, deepest
     # first, before removing it.

@@ -14,6 +14,9 @@ start_daemon
 assert_ok "$C" pool create -s 64M tank "$TMP/t.img"
 assert_ok "$C" create -o recordsize=16K tank/db
 snapshot_state() { "$C" pool list -H; "$C" list -H -p -o name,recordsize,quota,compression; }
+# Commit the create now: otherwise the txg timer (5 s) may commit it between the
+# two snapshots of the state, and the allocated space moves (a flaky failure).
+assert_ok "$C" pool sync tank
 before=$(snapshot_state)
 
 note "vdev specs"
