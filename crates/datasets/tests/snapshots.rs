@@ -8,47 +8,14 @@ mod common;
 use cachalot_datasets::{DatasetKind, Store, StoreError};
 use cachalot_pool::SimDevice;
 use common::*;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-/// Exact space: every allocated byte is reachable exactly once, or deferred.
+/// Exact space: every allocated byte is reachable exactly once, or deferred, and
+/// every dataset's referenced is its tree (`Store::verify_blocks`).
 fn check_space(store: &Store, ctx: &str) {
-    store.sync().unwrap();
-    let cache = store.cache().clone();
-    let mut seen: HashSet<(u32, u64)> = HashSet::new();
-    let mut reachable = 0u64;
-    let mut roots = vec![store.pool().uberblock().mos];
-    for d in store.list(None, true).unwrap() {
-        roots.push(store.dataset(&d.name).unwrap().objset().root_bp());
-        for z in store.dataset(&d.name).unwrap().objset().zil().blocks() {
-            if seen.insert((z.vdev, z.offset)) {
-                reachable += z.asize as u64;
-            }
-        }
+    if let Err(e) = store.verify_blocks() {
+        panic!("{ctx}: {e}");
     }
-    for s in store.list_snapshots(None).unwrap() {
-        roots.push(store.snapshot_dataset(&s.name).unwrap().objset().root_bp());
-    }
-    for root in roots {
-        cachalot_objects::traverse(&cache, &root, &mut |bp| {
-            if seen.insert((bp.dvas[0].vdev, bp.dvas[0].offset)) {
-                reachable += bp.asize_total();
-                true
-            } else {
-                false // shared subtree already counted
-            }
-        })
-        .unwrap();
-    }
-    for bp in store.pool().spacemap_blocks().unwrap() {
-        reachable += bp.asize_total();
-    }
-    let allocated = store.pool().space().allocated;
-    let deferred = store.pool().deferred_bytes();
-    assert_eq!(
-        allocated,
-        reachable + deferred,
-        "{ctx}: allocated {allocated} != reachable {reachable} + deferred {deferred}"
-    );
 }
 
 fn run(seed: u64, rounds: usize) {

@@ -7,9 +7,15 @@
 //! order, and the head's `prev_snap_txg` is the newest snapshot's txg (a clone
 //! without snapshots: its origin's); a clone's origin snapshot exists. The handles:
 //! one per catalog dataset, under its name.
+//!
+//! `verify_blocks` (tests, at quiet points) walks every tree: each head's
+//! `referenced` is the size of its tree, and the pool's allocated bytes are the
+//! distinct blocks reachable from the meta object set, every head and snapshot,
+//! the intent logs and the space maps, plus the frees still deferred.
 
 use crate::catalog::Catalog;
 use crate::store::Store;
+use cachalot_pool::BlkPtr;
 use std::collections::HashSet;
 
 impl Store {
@@ -43,6 +49,70 @@ impl Store {
         {
             return Err(format!(
                 "a handle names dataset {id}, which the catalog lacks"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Commit, then check the object-set accounting against the trees on disk
+    /// and that every allocated byte is reachable exactly once or deferred. Walks
+    /// every block: for tests, with no writer or fsync running.
+    pub fn verify_blocks(&self) -> std::result::Result<(), String> {
+        self.sync().map_err(|e| e.to_string())?;
+        let _one = self.commit_lock.lock();
+        let mut heads: Vec<(String, u64, BlkPtr)> = Vec::new();
+        let mut roots = vec![self.pool.uberblock().mos];
+        let mut seen: HashSet<(u32, u64)> = HashSet::new();
+        let mut reachable = 0u64;
+        {
+            let st = self.state.lock();
+            for (id, rec) in &st.catalog.datasets {
+                let h = &st.handles[id];
+                heads.push((rec.name.clone(), rec.acct.used, h.objset.root_bp()));
+                roots.push(h.objset.root_bp());
+                roots.extend(rec.snapshots.iter().map(|s| s.objset));
+                for z in h.objset.zil().blocks() {
+                    if seen.insert((z.vdev, z.offset)) {
+                        reachable += z.asize as u64;
+                    }
+                }
+            }
+        }
+        let walk_err = |e: cachalot_pool::PoolError| format!("walking the trees: {e}");
+        for (name, referenced, root) in &heads {
+            let mut sum = 0u64;
+            cachalot_objects::traverse(&self.cache, root, &mut |bp| {
+                sum += bp.asize_total();
+                true
+            })
+            .map_err(walk_err)?;
+            if sum != *referenced {
+                return Err(format!(
+                    "'{name}': referenced is {referenced} but its tree holds {sum} bytes"
+                ));
+            }
+        }
+        for root in &roots {
+            // A block already seen roots a subtree already counted (snapshots
+            // and clones share subtrees).
+            cachalot_objects::traverse(&self.cache, root, &mut |bp| {
+                let new = seen.insert((bp.dvas[0].vdev, bp.dvas[0].offset));
+                if new {
+                    reachable += bp.asize_total();
+                }
+                new
+            })
+            .map_err(walk_err)?;
+        }
+        let sm = self.pool.spacemap_blocks().map_err(walk_err)?;
+        reachable += sm.iter().map(|bp| bp.asize_total()).sum::<u64>();
+        let allocated = self.pool.space().allocated;
+        let deferred = self.pool.deferred_bytes();
+        if allocated != reachable + deferred {
+            return Err(format!(
+                "allocated {allocated} bytes, but {reachable} are reachable and {deferred} deferred"
             ));
         }
         Ok(())
