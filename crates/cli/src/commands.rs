@@ -128,6 +128,8 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
+        Cmd::Completion(a) => crate::completion::completion(&a),
+        Cmd::Manpage => crate::completion::manpage(),
     }
 }
 
