@@ -56,6 +56,8 @@ fn positional_kind(path: &str, id: &str) -> NameKind {
     match id {
         "pool" if path.starts_with("pool ") => NameKind::Pool,
         "name" | "names" | "snapshot" | "fs" | "datasets" => NameKind::Dataset,
+        // set PROP=VAL... NAME: names that do not match a PROP=VAL prefix drop out.
+        "args" if path == "set" => NameKind::Dataset,
         _ => NameKind::Other,
     }
 }
