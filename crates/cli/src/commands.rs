@@ -134,6 +134,7 @@ pub fn run(cli: Cli) -> CmdResult {
 }
 
 fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
+    crate::http_addr::check_http_addr(&a.http)?;
     let mut opts = cachalot_daemon::ServeOpts::default();
     let home = match &a.home {
         Some(h) => absolute(h)?,

@@ -12,6 +12,7 @@ mod analytics;
 mod commands;
 mod completion;
 mod debug;
+mod http_addr;
 mod mount;
 mod mysql;
 mod snapshot;
