@@ -133,6 +133,12 @@ assert_eq "$("$CACHALOT" pool list -H | cut -f1)" tank "pool re-imported"
 grep -q " $WORK/mnt fuse" /proc/mounts || fail "mount not back after the restart"
 assert_eq "$(cat "$WORK/mnt/f")" hello "file content after the restart"
 
+note "kill -9 and an immediate restart (within the kernel's 1 s attribute cache)"
+stat "$WORK/mnt" >/dev/null
+kill9_daemon
+unit_start
+assert_eq "$(cat "$WORK/mnt/f")" hello "file content after an immediate restart"
+
 note "stop: KillSignal=SIG$SIG, the daemon exports the pool and exits 0"
 pid=$DAEMON_PID
 kill "-$SIG" "$pid"
