@@ -6,18 +6,34 @@
 # daemon (which exports the pool) and leaves everything in ./demo for the next run.
 # MariaDB and the daemon run in their own sessions: Ctrl-C reaches only this
 # script, which stops them in that order.
+#
+# The cleanup must finish even when nobody reads our output any more: with
+# `make demo | tee demo.log`, Ctrl-C kills tee too, and the cleanup's first message
+# would kill this script by SIGPIPE, leaving MariaDB, the mounts and the daemon
+# running. So the cleanup ignores SIGPIPE (and further Ctrl-Cs), writes its messages
+# to $DEMO/cleanup.log and, as far as they still work, to stdout or stderr.
+#
+# Settings (environment; the defaults are the demo's):
+#   CACHALOT_DEMO_DIR         pool files, daemon home, mounts (./demo)
+#   CACHALOT_BIN              the cachalot binary (target/release/cachalot)
+#   CACHALOT_DEMO_HTTP        web UI address (127.0.0.1:7470)
+#   CACHALOT_DEMO_MYSQL_PORT  MariaDB's TCP port (3307)
+#   CACHALOT_DEMO_ROWS        rows of the sysbench table (100000)
+# tests/e2e/test_demo_interrupt.sh runs this script with a small table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=$PWD/target/release/cachalot
-DEMO=$PWD/demo
+BIN=${CACHALOT_BIN:-$PWD/target/release/cachalot}
+DEMO=${CACHALOT_DEMO_DIR:-$PWD/demo}
 HOME_DIR=$DEMO/home
 export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
 HTTP=${CACHALOT_DEMO_HTTP:-127.0.0.1:7470}
 MY_PORT=${CACHALOT_DEMO_MYSQL_PORT:-3307}
+ROWS=${CACHALOT_DEMO_ROWS:-100000}
 MNT=$DEMO/mysql
 RUN=$DEMO/run
 MY_CNF=$RUN/my.cnf
 MY_SOCK=$RUN/mysqld.sock
+CLEANUP_LOG=$DEMO/cleanup.log
 MARIADB_PID=
 WORKLOAD_PID=
 
@@ -26,28 +42,38 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 setsid "$BIN" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" --http "$HTTP" >"$DEMO/daemon.log" 2>&1 &
 DAEMON=$!
+# cleanup_say MSG: a cleanup message that cannot kill the cleanup: to the log, then
+# to stdout if it still has a reader, else to stderr, else nowhere.
+cleanup_say() {
+    printf '%s %s\n' "$(date '+%F %T')" "$*" >>"$CLEANUP_LOG" 2>/dev/null
+    say "$*" 2>/dev/null || printf '== %s\n' "$*" >&2 2>/dev/null
+    return 0
+}
 cleanup() {
     set +e
+    # Nothing may interrupt the cleanup: not a dead pipe, not a second Ctrl-C (the
+    # children started from here inherit both dispositions).
+    trap '' PIPE INT TERM HUP
     if [[ -n $WORKLOAD_PID ]]; then
         kill -TERM "$WORKLOAD_PID" 2>/dev/null
         wait "$WORKLOAD_PID" 2>/dev/null
     fi
     if [[ -n $MARIADB_PID ]] && kill -0 "$MARIADB_PID" 2>/dev/null; then
-        say "stopping MariaDB"
+        cleanup_say "stopping MariaDB"
         kill -TERM "$MARIADB_PID"
         for _ in $(seq 600); do kill -0 "$MARIADB_PID" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$MARIADB_PID" 2>/dev/null
         wait "$MARIADB_PID" 2>/dev/null
     fi
-    say "unmounting and stopping the daemon (exports the pool cleanly)"
-    "$BIN" unmount tank/mysql/data 2>/dev/null
-    "$BIN" unmount tank/mysql/log 2>/dev/null
-    kill -TERM "$DAEMON" 2>/dev/null || true
-    wait "$DAEMON" 2>/dev/null || true
-    echo "pool files kept in $DEMO; run 'make demo' again to re-import them"
+    cleanup_say "unmounting and stopping the daemon (exports the pool cleanly)"
+    "$BIN" unmount tank/mysql/data >>"$CLEANUP_LOG" 2>&1
+    "$BIN" unmount tank/mysql/log >>"$CLEANUP_LOG" 2>&1
+    kill -TERM "$DAEMON" 2>/dev/null
+    wait "$DAEMON" 2>/dev/null
+    cleanup_say "stopped; pool files kept in $DEMO; run 'make demo' again to re-import them"
 }
 trap cleanup EXIT
-trap 'exit 0' INT TERM
+trap 'exit 0' INT TERM HUP
 
 for _ in $(seq 100); do
     "$BIN" pool list >/dev/null 2>&1 && break
@@ -125,10 +151,10 @@ for _ in $(seq 240); do
     sleep 0.25
 done
 if ! mariadb -S "$MY_SOCK" -uroot -N -e "select 1 from information_schema.tables where table_schema='sbtest' and table_name='sbtest1'" | grep -q 1; then
-    say "loading a sysbench table (sbtest.sbtest1, 100,000 rows)"
+    say "loading a sysbench table (sbtest.sbtest1, $ROWS rows)"
     mariadb -S "$MY_SOCK" -uroot -e "create database if not exists sbtest"
     sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root \
-        --tables=1 --table-size=100000 prepare >"$RUN/sysbench-prepare.log" 2>&1
+        --tables=1 --table-size="$ROWS" prepare >"$RUN/sysbench-prepare.log" 2>&1
 fi
 mariadb -S "$MY_SOCK" -uroot -e "select count(*) as sbtest1_rows from sbtest.sbtest1"
 say "space and compression after loading"
@@ -137,7 +163,7 @@ say "space and compression after loading"
 ADDR=$(cat "$HOME_DIR/http.addr" 2>/dev/null || echo "$HTTP")
 say "light workload for the analytics: sysbench oltp_read_write, 2 threads, 20 tx/s"
 setsid sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root \
-    --tables=1 --table-size=100000 --threads=2 --rate=20 --time=0 --report-interval=0 \
+    --tables=1 --table-size="$ROWS" --threads=2 --rate=20 --time=0 --report-interval=0 \
     run >"$RUN/sysbench-demo.log" 2>&1 &
 WORKLOAD_PID=$!
 sleep 3
@@ -154,7 +180,7 @@ Where things are:
   MariaDB           127.0.0.1:$MY_PORT, socket $MY_SOCK, error log $RUN/mariadb-error.log
   try               mariadb -S $MY_SOCK -uroot sbtest
                     sysbench oltp_read_write --mysql-socket=$MY_SOCK --mysql-user=root \\
-                        --tables=1 --table-size=100000 --threads=4 --time=30 run
+                        --tables=1 --table-size=$ROWS --threads=4 --time=30 run
 INFO
 echo "Press Ctrl-C to stop (MariaDB, mounts and daemon are stopped cleanly)."
 echo "Open http://$ADDR/ in a browser: the charts update every second."

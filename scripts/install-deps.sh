@@ -30,6 +30,8 @@ python3          test
 attr             test
 chromium         test
 chromium-driver  test
+bash-completion  test
+systemd          test
 '
 
 usage() {

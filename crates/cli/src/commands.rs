@@ -128,10 +128,13 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
+        Cmd::Completion(a) => crate::completion::completion(&a),
+        Cmd::Manpage => crate::completion::manpage(),
     }
 }
 
 fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
+    crate::http_addr::check_http_addr(&a.http)?;
     let mut opts = cachalot_daemon::ServeOpts::default();
     let home = match &a.home {
         Some(h) => absolute(h)?,

@@ -10,7 +10,9 @@
 
 mod analytics;
 mod commands;
+mod completion;
 mod debug;
+mod http_addr;
 mod mount;
 mod mysql;
 mod snapshot;
@@ -91,6 +93,11 @@ pub enum Cmd {
     /// Low-level debugging commands (objects, raw API calls)
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCmd),
+    /// Print a shell completion script: completion bash > /etc/bash_completion.d/cachalot
+    Completion(completion::CompletionArgs),
+    /// Print the man page (roff)
+    #[command(hide = true)]
+    Manpage,
 }
 
 #[derive(Args, Debug)]

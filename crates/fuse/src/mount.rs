@@ -108,13 +108,22 @@ fn unescape(s: &str) -> Vec<u8> {
 
 /// Detach a dead FUSE mount left at `path` by a killed daemon. Returns true if
 /// one was removed.
+///
+/// The test is statfs, not stat: the kernel answers stat of the mount's root from
+/// its attribute cache for up to `ops::TTL` after the last access, even once the
+/// connection is dead, so a daemon restarted right after a kill -9 would see a
+/// live-looking mount and refuse to re-mount; statfs always asks the server.
 pub fn clear_stale(path: &Path) -> bool {
-    match std::fs::metadata(path) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            umount2(path, libc::MNT_DETACH).is_ok()
-        }
-        _ => false,
-    }
+    let Ok(c) = c_path(path) else {
+        return false;
+    };
+    // SAFETY: c is a valid NUL-terminated path; buf is a valid out pointer.
+    let dead = unsafe {
+        let mut buf: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut buf) != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ENOTCONN)
+    };
+    dead && umount2(path, libc::MNT_DETACH).is_ok()
 }
 
 /// The session settings every mount uses.
