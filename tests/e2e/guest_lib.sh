@@ -26,6 +26,9 @@ GUEST_RUNNER=$GUEST_LIB_DIR/../guest/run-in-guest.sh
 # and the private tmpfs mounts.
 guest_private_namespaces() {
     if [[ ${CACHALOT_GUEST_NS:-} != 1 ]]; then
+        # Build (or find) the guest first: the new namespace has no network for apt.
+        "$GUEST_LIB_DIR/../guest/build-guest.sh" >/dev/null ||
+            { echo "FAIL: cannot build the QEMU guest" >&2; exit 1; }
         exec env CACHALOT_GUEST_NS=1 unshare --net --mount --propagation private \
             bash "${BASH_SOURCE[1]}" "$@"
     fi
@@ -57,7 +60,7 @@ _guest_lib_cleanup() {
 
 # start_peer [--signal SIG] NAME CMD...: start a server in the background, output to
 # $ARTIFACTS/NAME.log; stopped by stop_peers or at exit with SIG (default TERM;
-# KILL after 5 s).
+# KILL after 5 s). CMD must stay in the foreground (no daemonizing).
 start_peer() {
     local sig=TERM
     if [[ $1 == --signal ]]; then
@@ -66,7 +69,8 @@ start_peer() {
     fi
     local name=$1
     shift
-    "$@" >>"$ARTIFACTS/$name.log" 2>&1 &
+    # The parent-death signal ends the peer even if this script dies by SIGKILL.
+    setpriv --pdeathsig KILL -- "$@" >>"$ARTIFACTS/$name.log" 2>&1 &
     PEER_PIDS+=($!)
     PEER_NAMES+=("$name")
     PEER_SIGNALS+=("$sig")

@@ -42,8 +42,8 @@ tgt_add_file_lun 1 "$IQN" "$T/iscsi.img" "$CHAP_USER" "$CHAP_SECRET"
 
 note "booting the guest for: $PARTS"
 guest_start=$(date +%s)
-# shellcheck disable=SC2086 # PARTS is a list of words
 guest_rc=0
+# shellcheck disable=SC2086 # PARTS is a list of words
 guest_run --timeout 300 --share "$T/results" \
     --env RESULTS="$T/results" --env DATA="$DATA" --env NFS_EXPORT=/export \
     --env NBD_PORT=10809 --env NBD_NAME=peer --env ISCSI_PORT=3260 \

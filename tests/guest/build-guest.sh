@@ -34,7 +34,7 @@ BOOT_MODULES='crc32c_generic virtio_pci virtio_net 9pnet_virtio 9p overlay nbd i
 # the NFS stack and xfs at every boot would cost 2-3 s under TCG.
 ON_DEMAND_MODULES='sunrpc nfs nfsv3 nfsv4 loop ext4 xfs'
 MODULES="$BOOT_MODULES $ON_DEMAND_MODULES"
-QEMU_PACKAGES='qemu-system-x86 qemu-system-common qemu-system-data seabios ipxe-qemu'
+QEMU_PACKAGES=(qemu-system-x86 qemu-system-common qemu-system-data seabios ipxe-qemu)
 
 log() { echo "build-guest: $*" >&2; }
 die() {
@@ -46,8 +46,9 @@ for tool in apt-get dpkg cpio gzip flock sha256sum; do
     command -v "$tool" >/dev/null || die "missing tool: $tool (run scripts/install-deps.sh test)"
 done
 BUSYBOX=/bin/busybox # busybox-static's; the initramfs has no libc
-[[ -x $BUSYBOX ]] && ! ldd "$BUSYBOX" >/dev/null 2>&1 ||
+if [[ ! -x $BUSYBOX ]] || ldd "$BUSYBOX" >/dev/null 2>&1; then
     die "missing a static $BUSYBOX (apt-get install busybox-static)"
+fi
 
 kernel_package() {
     if [[ -n ${CACHALOT_GUEST_KERNEL:-} ]]; then
@@ -92,10 +93,10 @@ log "building $OUT (kernel package $KPKG)"
 mkdir -p "$WORK/debs" "$WORK/kernel" "$WORK/stage/qemu"
 chmod 755 "$WORK"
 chmod 777 "$WORK/debs"
-(cd "$WORK/debs" && apt-get download -q "$KPKG" $QEMU_PACKAGES >/dev/null) ||
-    die "apt-get download $KPKG $QEMU_PACKAGES failed"
+(cd "$WORK/debs" && apt-get download -q "$KPKG" "${QEMU_PACKAGES[@]}" >/dev/null) ||
+    die "apt-get download $KPKG ${QEMU_PACKAGES[*]} failed"
 dpkg -x "$WORK"/debs/linux-image-*.deb "$WORK/kernel"
-for p in $QEMU_PACKAGES; do
+for p in "${QEMU_PACKAGES[@]}"; do
     dpkg -x "$WORK"/debs/"${p}"_*.deb "$WORK/stage/qemu"
 done
 cp "$WORK/kernel/boot/vmlinuz-$KVER" "$WORK/stage/vmlinuz"
@@ -143,7 +144,7 @@ cp "$MODROOT/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} \
 "$BUSYBOX" depmod -b "$ROOT" "$KVER"
 cp "$HERE/init.sh" "$ROOT/init"
 chmod 755 "$ROOT/init"
-echo "$BOOT_MODULES" | tr -s ' \n' '\n\n' | sed '/^$/d' >"$ROOT/etc/guest-modules"
+printf '%s\n' $BOOT_MODULES >"$ROOT/etc/guest-modules" # one a line
 echo "$KVER" >"$ROOT/etc/guest-kernel"
 (cd "$ROOT" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$WORK/stage/initrd.gz"
 

@@ -4,7 +4,8 @@
 #
 # Contract with the runner (keep both sides in step):
 # - kernel command line: cachalot.job=DIR (a directory on the host, seen through the
-#   9p share "hostroot") and cachalot.nonce=N (random, per run);
+#   9p share "hostroot"), cachalot.nonce=N (random, per run) and cachalot.name=
+#   (the host name);
 # - DIR/job.sh is run with bash, chrooted into the host's root (9p, read-only)
 #   under a tmpfs overlay, so the guest sees every host file and may write anywhere
 #   (writes stay in guest memory); DIR/shares lists "TAG PATH" lines, 9p shares
@@ -23,10 +24,12 @@ mount -t devtmpfs devtmpfs /dev
 KVER=$(cat /etc/guest-kernel)
 JOB=
 NONCE=none
+NAME=cachalot-guest
 for word in $(cat /proc/cmdline); do
     case $word in
         cachalot.job=*) JOB=${word#cachalot.job=} ;;
         cachalot.nonce=*) NONCE=${word#cachalot.nonce=} ;;
+        cachalot.name=*) NAME=${word#cachalot.name=} ;;
     esac
 done
 OUT=/dev/ttyS1
@@ -58,7 +61,7 @@ ip link set lo up
 ip link set eth0 up || error "no eth0 (virtio_net)"
 ip addr add 10.0.2.15/24 dev eth0
 ip route add default via 10.0.2.2
-hostname cachalot-guest
+hostname "$NAME"
 
 P9="trans=virtio,version=9p2000.L,msize=262144"
 mount -t 9p -o "$P9,ro" hostroot /host || error "cannot mount the host root over 9p"
@@ -75,8 +78,8 @@ mount -t devpts devpts $R/dev/pts
 mount -t tmpfs tmpfs $R/dev/shm
 mount -t tmpfs -o mode=755 tmpfs $R/run # not the host's pid files and sockets
 mkdir -p $R/run/lock
-mkdir -p $R/lib/modules/$KVER $R/run/cachalot-guest/bin
-mount -o bind /lib/modules/$KVER $R/lib/modules/$KVER
+mkdir -p "$R/lib/modules/$KVER" $R/run/cachalot-guest/bin
+mount -o bind "/lib/modules/$KVER" "$R/lib/modules/$KVER"
 # busybox (modprobe, lsmod, ...) for what the host lacks, last on the job's PATH.
 mount -o bind /bin $R/run/cachalot-guest/bin
 [ -f "$R$JOB/job.sh" ] || error "job script $JOB/job.sh not visible in the guest"

@@ -29,6 +29,9 @@
 #                    the way to return files to the host
 #   --env NAME=VAL   export NAME in SCRIPT's environment (repeatable)
 #   --console FILE   keep the guest's kernel console log in FILE
+#   --name NAME      guest host name and NFSv4 client identity (nfs.nfs4_unique_id;
+#                    default cachalot-guest): give each of two guests that run at
+#                    once its own, or an NFSv4 server sees one client
 #
 # Guests are cheap to start (about 8 s of boot under TCG, no KVM here) and
 # independent: several may run at once. Built once by tests/guest/build-guest.sh.
@@ -48,6 +51,7 @@ TIMEOUT=300
 SHARES=()
 ENVS=()
 CONSOLE_KEEP=
+NAME=cachalot-guest
 while (($# > 0)); do
     case $1 in
         --mem) MEM=${2:?}; shift 2 ;;
@@ -60,6 +64,7 @@ while (($# > 0)); do
             shift 2
             ;;
         --console) CONSOLE_KEEP=${2:?}; shift 2 ;;
+        --name) NAME=${2:?}; shift 2 ;;
         -h | --help) usage ;;
         --) shift; break ;;
         -*) say "unknown option $1"; usage ;;
@@ -71,6 +76,7 @@ SCRIPT=$(realpath -e "$1") || { say "no such script: $1"; exit 2; }
 shift
 [[ $MEM =~ ^[0-9]+$ && $SMP =~ ^[0-9]+$ && $TIMEOUT =~ ^[0-9]+$ ]] ||
     { say "--mem, --smp and --timeout take numbers"; exit 2; }
+[[ $NAME =~ ^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$ ]] || { say "--name: letters, digits, dots and dashes"; exit 2; }
 
 GUEST=$("$HERE/build-guest.sh") || { say "building the guest failed"; exit 125; }
 QEMU_ROOT=$GUEST/qemu
@@ -78,11 +84,20 @@ QEMU_ROOT=$GUEST/qemu
 # The job directory: on the host, seen by the guest through the host root share.
 JOB=$(mktemp -d "${TMPDIR:-/tmp}/cachalot-guest.XXXXXX")
 QEMU_PID=
+FILTER_PID=
+# On any exit (also TERM/INT from a test's timeout): QEMU (by its pid file, as
+# `timeout` would only pass TERM on), its timeout and the output filter all end.
 cleanup() {
-    local rc=$?
-    if [[ -n $QEMU_PID ]] && kill -0 "$QEMU_PID" 2>/dev/null; then
+    local rc=$? qemu
+    if [[ -n $QEMU_PID ]]; then
+        qemu=$(cat "$JOB/qemu.pid" 2>/dev/null || true)
+        [[ -z $qemu ]] || kill -KILL "$qemu" 2>/dev/null || true
         kill -KILL "$QEMU_PID" 2>/dev/null || true
         wait "$QEMU_PID" 2>/dev/null || true
+    fi
+    if [[ -n $FILTER_PID ]]; then
+        kill -KILL "$FILTER_PID" 2>/dev/null || true
+        wait "$FILTER_PID" 2>/dev/null || true
     fi
     rm -rf "$JOB"
     exit "$rc"
@@ -120,14 +135,16 @@ done
 # through the filter below, which strips the markers). ttyS1 is an output-only
 # "file" chardev on a FIFO: a "pipe" chardev would also read the FIFO as the
 # port's input and eat bytes of the output.
+# shellcheck disable=SC2054 # the commas are inside QEMU's option values
 QEMU_CMD=(
     "$QEMU_ROOT/usr/bin/qemu-system-x86_64"
     -L "$QEMU_ROOT/usr/share/qemu" -L "$QEMU_ROOT/usr/share/seabios"
     -L "$QEMU_ROOT/usr/lib/ipxe/qemu"
     -nodefaults -no-user-config -display none -monitor none -no-reboot
+    -pidfile "$JOB/qemu.pid"
     -m "$MEM" -smp "$SMP"
     -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initrd.gz"
-    -append "console=ttyS0 panic=1 cachalot.job=$JOB cachalot.nonce=$NONCE"
+    -append "console=ttyS0 panic=1 cachalot.job=$JOB cachalot.nonce=$NONCE cachalot.name=$NAME nfs.nfs4_unique_id=$NAME"
     -chardev "file,id=console,path=$JOB/console.log"
     -serial chardev:console
     -chardev "file,id=out,path=$JOB/out"
@@ -137,15 +154,14 @@ QEMU_CMD=(
 )
 mkfifo "$JOB/out"
 
-# filter: print the job's lines, record its exit status (or the init's error), stop
-# at the end marker. A marker may follow output that did not end with a newline.
+# filter: print the job's lines and record its exit status (or the init's error)
+# until the end of the stream. A marker may follow output without a newline.
 filter() {
     local line prefix marker kind
     local exit_marker="@@CACHALOT-GUEST-EXIT-$NONCE " err_marker="@@CACHALOT-GUEST-ERROR-$NONCE "
-    local end_marker="@@CACHALOT-GUEST-END-$NONCE"
     while IFS= read -r line || [[ -n $line ]]; do
         kind=
-        for marker in "$exit_marker" "$err_marker" "$end_marker"; do
+        for marker in "$exit_marker" "$err_marker"; do
             if [[ $line == *"$marker"* ]]; then
                 kind=$marker
                 break
@@ -157,30 +173,35 @@ filter() {
         fi
         prefix=${line%%"$kind"*}
         [[ -z $prefix ]] || printf '%s\n' "$prefix"
-        case $kind in
-            "$exit_marker") echo "${line#*"$kind"}" >"$JOB/rc" ;;
-            "$err_marker") echo "${line#*"$kind"}" >"$JOB/error" ;;
-            *) return 0 ;;
-        esac
+        if [[ $kind == "$exit_marker" ]]; then
+            echo "${line#*"$kind"}" >"$JOB/rc"
+        else
+            echo "${line#*"$kind"}" >"$JOB/error"
+        fi
     done
 }
 
 start=$(date +%s.%N)
-# We hold the FIFO open read-write, so neither side blocks on open and the
-# filter gets no EOF: it stops at the end marker written after QEMU exits.
+# Only this script's fd 3 (read-write: the open does not block) and QEMU hold the
+# FIFO open for writing, and fd 3 stays open until QEMU has ended: so neither open
+# blocks, and the filter reads to the end of the stream and then sees EOF, also
+# when this script is killed (its fd 3 closes, QEMU gets its parent-death signal).
 exec 3<>"$JOB/out"
-filter <&3 &
+filter <"$JOB/out" 3>&- &
 FILTER_PID=$!
+# --foreground keeps QEMU in our process group, so a test runner that kills the
+# group (scripts/run-tests.sh does) kills QEMU too; the parent-death signals end
+# timeout and QEMU even if this script is killed with SIGKILL alone.
 QEMU_MODULE_DIR=$QEMU_ROOT/usr/lib/x86_64-linux-gnu/qemu \
-    timeout -k 5 "$TIMEOUT" "${QEMU_CMD[@]}" </dev/null >"$JOB/qemu.log" 2>&1 &
+    setpriv --pdeathsig KILL -- timeout --foreground -k 5 "$TIMEOUT" \
+    setpriv --pdeathsig KILL -- "${QEMU_CMD[@]}" </dev/null >"$JOB/qemu.log" 2>&1 3>&- &
 QEMU_PID=$!
 qemu_rc=0
 wait "$QEMU_PID" || qemu_rc=$?
 QEMU_PID=
-# Everything QEMU wrote is in the FIFO: mark its end, let the filter drain it.
-printf '@@CACHALOT-GUEST-END-%s\n' "$NONCE" >&3
 exec 3>&-
 wait "$FILTER_PID" 2>/dev/null || true
+FILTER_PID=
 secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
 [[ -z $CONSOLE_KEEP ]] || cp "$JOB/console.log" "$CONSOLE_KEEP" 2>/dev/null || true
 
