@@ -14,8 +14,8 @@
 # sockets, Ganesha's recovery state). The QEMU guest started from inside reaches
 # this namespace's 127.0.0.1 as 10.0.2.2. Everything ends with the script.
 #
-# Helpers: guest_run, start_peer, stop_peers, wait_port, start_rpcbind,
-# start_ganesha, start_tgtd, tgt_add_file_lun, start_qemu_nbd.
+# Helpers: guest_run, start_peer, stop_peers, kill9_peer, wait_port, wait_file,
+# start_rpcbind, start_ganesha, start_tgtd, tgt_add_file_lun, start_qemu_nbd.
 
 GUEST_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GUEST_RUNNER=$GUEST_LIB_DIR/../guest/run-in-guest.sh
@@ -77,11 +77,28 @@ start_peer() {
     note "started $name (pid $!): $*"
 }
 
+# kill9_peer NAME: SIGKILL the running peer NAME (a crash) and reap it; start it
+# again with its start_ function.
+kill9_peer() {
+    local i pid
+    for ((i = ${#PEER_PIDS[@]} - 1; i >= 0; i--)); do
+        pid=${PEER_PIDS[$i]}
+        [[ ${PEER_NAMES[$i]} == "$1" && -n $pid ]] && _alive "$pid" || continue
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        PEER_PIDS[i]=
+        note "killed $1 (pid $pid) with SIGKILL"
+        return 0
+    done
+    fail "kill9_peer: no running peer named $1"
+}
+
 # stop_peers: stop every peer, last started first; say which had died by themselves.
 stop_peers() {
     local i pid k rc
     for ((i = ${#PEER_PIDS[@]} - 1; i >= 0; i--)); do
         pid=${PEER_PIDS[$i]}
+        [[ -n $pid ]] || continue # killed by kill9_peer
         if ! _alive "$pid"; then
             rc=0
             wait "$pid" 2>/dev/null || rc=$?
@@ -112,6 +129,18 @@ wait_port() {
         sleep 0.1
     done
     fail "nothing listens on 127.0.0.1:$port after ${limit} s"
+}
+
+# wait_file FILE SECONDS [PID]: until FILE exists (the guest's signal through a
+# --share directory); false after SECONDS or as soon as PID (the guest run) ends.
+wait_file() {
+    local file=$1 limit=$2 pid=${3:-} i
+    for ((i = 0; i < limit * 10; i++)); do
+        [[ -e $file ]] && return 0
+        [[ -z $pid ]] || _alive "$pid" || return 1
+        sleep 0.1
+    done
+    return 1
 }
 
 # guest_run [run-in-guest options] SCRIPT [ARGS]: run SCRIPT in a fresh guest; its

@@ -4,6 +4,8 @@
 # against well-known servers on the host; one guest boot runs all four parts:
 #   nfs3   mount.nfs vers=3,proto=tcp,hard (ports from rpcbind) -> NFS-Ganesha 4.3
 #   nfs41  mount -t nfs4 vers=4.1 -> NFS-Ganesha 4.3
+#   nfs3-restart  Ganesha killed with SIGKILL while a write waits on the hard v3
+#          mount, restarted 2 s later: fsync returns after the restart, data intact
 #   nbd    nbd-client -> qemu-nbd serving a raw file; mkfs.ext4, mount, write
 #   iscsi  iscsid + iscsiadm (SendTargets discovery, CHAP) -> tgt, file LUN; mkfs.xfs
 # Each part writes a file of random bytes, drops the client's cache (unmount,
@@ -11,13 +13,14 @@
 # checksums with its own, and also checks what the server stored: the file in
 # Ganesha's export directory, the file inside the NBD image (debugfs). This is the
 # template for the protocol tests of our own servers: swap the peer for `cachalot
-# serve` and keep the guest side (tests/e2e/guest/clients.sh).
+# serve` (and kill9_peer for kill9_daemon) and keep the guest side
+# (tests/e2e/guest/clients.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/guest_lib.sh"
 guest_private_namespaces "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 guest_lib_init
 
-PARTS=${GUEST_PARTS:-nfs3 nfs41 nbd iscsi}
+PARTS=${GUEST_PARTS:-nfs3 nfs41 nfs3-restart nbd iscsi}
 IQN=iqn.2026-11.org.cachalot:peer-tgt
 CHAP_USER=guestuser
 CHAP_SECRET=guest-secret-12 # tgt/open-iscsi want 12 to 16 characters
@@ -42,13 +45,26 @@ tgt_add_file_lun 1 "$IQN" "$T/iscsi.img" "$CHAP_USER" "$CHAP_SECRET"
 
 note "booting the guest for: $PARTS"
 guest_start=$(date +%s)
-guest_rc=0
 # shellcheck disable=SC2086 # PARTS is a list of words
 guest_run --timeout 300 --share "$T/results" \
     --env RESULTS="$T/results" --env DATA="$DATA" --env NFS_EXPORT=/export \
     --env NBD_PORT=10809 --env NBD_NAME=peer --env ISCSI_PORT=3260 \
     --env ISCSI_IQN="$IQN" --env CHAP_USER="$CHAP_USER" --env CHAP_SECRET="$CHAP_SECRET" \
-    "$GUEST_LIB_DIR/guest/clients.sh" $PARTS || guest_rc=$?
+    "$GUEST_LIB_DIR/guest/clients.sh" $PARTS &
+guest_pid=$!
+if [[ " $PARTS " == *" nfs3-restart "* ]]; then
+    # The crash: when the guest asks, SIGKILL Ganesha, leave it down 2 s (the guest
+    # writes meanwhile), start it again on the same ports and export.
+    if wait_file "$T/results/kill-nfs-server" 240 "$guest_pid"; then
+        kill9_peer ganesha
+        touch "$T/results/nfs-server-killed"
+        sleep 2
+        touch "$T/results/nfs-server-restarting"
+        start_ganesha "$T/export"
+    fi
+fi
+guest_rc=0
+wait "$guest_pid" || guest_rc=$?
 note "guest run: exit $guest_rc in $(($(date +%s) - guest_start)) s"
 stop_peers # flushes qemu-nbd and tgtd before the host reads their files
 
@@ -69,6 +85,9 @@ for part in $PARTS; do
     fi
     server=
     case $part in
+        nfs3-restart)
+            server=$(sha256sum "$T/export/restart.bin" 2>/dev/null | cut -d' ' -f1)
+            ;;
         nfs3 | nfs41)
             server=$(sha256sum "$T/export/from-guest-$part.bin" 2>/dev/null | cut -d' ' -f1)
             seen=$(cat "$T/results/$part.host-file" 2>/dev/null)

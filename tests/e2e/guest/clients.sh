@@ -3,7 +3,7 @@
 # tests/guest/run-in-guest.sh) and drives the Linux kernel's NFS client, NBD client
 # and iSCSI initiator against servers on the host ($GUEST_HOST, 10.0.2.2).
 #
-#   clients.sh PART...     PART: nfs3 nfs41 nbd iscsi
+#   clients.sh PART...     PART: nfs3 nfs41 nfs3-restart nbd iscsi
 #
 # Environment (from the host test): RESULTS (a host directory shared read-write),
 # DATA (a file of random bytes on the host, read through the host root share),
@@ -73,6 +73,32 @@ part_nfs3() {
 
 part_nfs41() {
     nfs_round_trip nfs4 "vers=4.1,proto=tcp,hard"
+}
+
+# ---- NFSv3 across a server crash: the host kills the server with SIGKILL while a
+# write is pending on the hard mount; it completes once the server is back.
+# Handshake through $RESULTS: the guest creates kill-nfs-server, the host answers
+# nfs-server-killed, then nfs-server-restarting just before it starts the server.
+part_nfs3_restart() {
+    local mnt=/mnt/$CURRENT opts="vers=3,proto=tcp,hard,nolock,mountproto=tcp" half t0 sha
+    half=$(($(stat -c %s "$DATA") / 2))
+    mkdir -p "$mnt"
+    run mount -t nfs -o "$opts" "$SERVER:$NFS_EXPORT" "$mnt" || { part_fail "mount failed"; return; }
+    head -c "$half" "$DATA" >"$mnt/restart.bin" && sync || { part_fail "first half failed"; return; }
+    touch "$RESULTS/kill-nfs-server"
+    wait_for 60 test -e "$RESULTS/nfs-server-killed" || { part_fail "the host did not kill the server"; return; }
+    t0=$(now)
+    step "server killed; writing the second half with fsync"
+    tail -c +$((half + 1)) "$DATA" | dd of="$mnt/restart.bin" bs=1M oflag=append conv=notrunc,fsync status=none ||
+        { part_fail "the write across the restart failed"; return; }
+    step "second half durable after $(elapsed "$t0") s"
+    [[ -e $RESULTS/nfs-server-restarting ]] ||
+        { part_fail "fsync returned while the server was down"; return; }
+    run umount "$mnt" || { part_fail "umount failed"; return; }
+    run mount -t nfs -o "$opts" "$SERVER:$NFS_EXPORT" "$mnt" || { part_fail "remount failed"; return; }
+    sha=$(sha_of "$mnt/restart.bin")
+    run umount "$mnt"
+    part_ok "$sha"
 }
 
 # ---- NBD: ext4 on /dev/nbd0; the host checks the file in the image with debugfs.
@@ -168,7 +194,7 @@ for CURRENT in "$@"; do
     PART_START=$(now)
     echo "=== $CURRENT"
     case $CURRENT in
-        nfs3 | nfs41 | nbd | iscsi) "part_$CURRENT" ;;
+        nfs3 | nfs41 | nfs3-restart | nbd | iscsi) "part_${CURRENT//-/_}" ;;
         *) part_fail "unknown part" ;;
     esac
 done
