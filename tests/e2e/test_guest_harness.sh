@@ -54,11 +54,11 @@ note "boot 2: --timeout"
 printf 'echo sleeping\nsleep 600\n' >"$T/sleep.sh"
 rc=0
 start=$(date +%s)
-"$GUEST_RUNNER" --timeout 20 --name timeout-probe "$T/sleep.sh" >/dev/null 2>"$T/err2" || rc=$?
+"$GUEST_RUNNER" --timeout 10 --name timeout-probe "$T/sleep.sh" >/dev/null 2>"$T/err2" || rc=$?
 cat "$T/err2" >&2
 assert_eq "$rc" 124 "exit status of a guest past --timeout"
-assert_contains "$(cat "$T/err2")" "timed out after 20 s" "runner's message"
-(($(date +%s) - start < 40)) || fail "the timed-out guest took $(($(date +%s) - start)) s to end"
+assert_contains "$(cat "$T/err2")" "timed out after 10 s" "runner's message"
+(($(date +%s) - start < 30)) || fail "the timed-out guest took $(($(date +%s) - start)) s to end"
 if pgrep -f 'cachalot.name=timeout-probe' >/dev/null; then
     fail "QEMU still runs after the timeout"
 fi
