@@ -60,6 +60,11 @@ kernel_package() {
 }
 
 KPKG=$(kernel_package)
+if [[ -z $KPKG ]] && ! ls "$CACHE"/*/ready >/dev/null 2>&1; then
+    log "no apt package lists: apt-get update"
+    apt-get update -qq >&2 || true
+    KPKG=$(kernel_package)
+fi
 if [[ -z $KPKG ]]; then
     # No apt lists (offline, before apt-get update): reuse the newest build.
     newest=$(ls -1dt "$CACHE"/*/ready 2>/dev/null | head -n 1 || true)
@@ -72,6 +77,7 @@ INPUT_HASH=$(cat "${BASH_SOURCE[0]}" "$HERE/init.sh" | sha256sum | cut -c1-12)
 OUT=$CACHE/$KVER-$INPUT_HASH
 
 if [[ -f $OUT/ready ]]; then
+    touch "$OUT/ready" # last use, for the pruning below
     echo "$OUT"
     exit 0
 fi
@@ -164,5 +170,9 @@ printf '%s\n' "${closure[@]}" >"$WORK/stage/modules.list"
 touch "$WORK/stage/ready"
 rm -rf "$OUT"
 mv "$WORK/stage" "$OUT"
+# Builds of other kernels or other versions of these scripts (other worktrees may
+# still use them) go when unused for 3 days.
+find "$CACHE" -mindepth 2 -maxdepth 2 -name ready -mtime +3 -printf '%h\0' |
+    xargs -0 -r rm -rf
 log "built in $(($(date +%s) - start)) s: ${#closure[@]} modules, initrd $(du -h "$OUT/initrd.gz" | cut -f1)"
 echo "$OUT"

@@ -57,7 +57,11 @@ while (($# > 0)); do
         --mem) MEM=${2:?}; shift 2 ;;
         --smp) SMP=${2:?}; shift 2 ;;
         --timeout) TIMEOUT=${2:?}; shift 2 ;;
-        --share) SHARES+=("$(realpath -e "${2:?}")"); shift 2 ;;
+        --share)
+            dir=$(realpath -e "${2:?}" 2>/dev/null) && [[ -d $dir ]] || { say "--share: no such directory: $2"; exit 2; }
+            SHARES+=("$dir")
+            shift 2
+            ;;
         --env)
             [[ ${2:-} == [A-Za-z_]*=* ]] || { say "--env wants NAME=VALUE"; exit 2; }
             ENVS+=("$2")
@@ -72,7 +76,7 @@ while (($# > 0)); do
     esac
 done
 (($# >= 1)) || usage
-SCRIPT=$(realpath -e "$1") || { say "no such script: $1"; exit 2; }
+SCRIPT=$(realpath -e "$1" 2>/dev/null) || { say "no such script: $1"; exit 2; }
 shift
 [[ $MEM =~ ^[0-9]+$ && $SMP =~ ^[0-9]+$ && $TIMEOUT =~ ^[0-9]+$ ]] ||
     { say "--mem, --smp and --timeout take numbers"; exit 2; }
