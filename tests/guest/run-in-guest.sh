@@ -33,8 +33,9 @@
 #                    default cachalot-guest): give each of two guests that run at
 #                    once its own, or an NFSv4 server sees one client
 #
-# Guests are cheap to start (about 8 s of boot under TCG, no KVM here) and
-# independent: several may run at once. Built once by tests/guest/build-guest.sh.
+# A guest boots in 8-20 s under TCG (no KVM here; more when the host is busy); guests
+# are independent: several may run at once. Built once by tests/guest/build-guest.sh.
+# See docs/testing-guests.md.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -63,7 +64,7 @@ while (($# > 0)); do
             shift 2
             ;;
         --env)
-            [[ ${2:-} == [A-Za-z_]*=* ]] || { say "--env wants NAME=VALUE"; exit 2; }
+            [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || { say "--env wants NAME=VALUE"; exit 2; }
             ENVS+=("$2")
             shift 2
             ;;

@@ -59,7 +59,8 @@ nfs_round_trip() { # mount-type options
     [[ -f $mnt/from-host.bin ]] || { part_fail "the host's file is not visible"; umount "$mnt"; return; }
     sha_of "$mnt/from-host.bin" >"$RESULTS/$CURRENT.host-file"
     run umount "$mnt" || { part_fail "umount failed"; return; }
-    # A fresh mount: the data comes from the server, not the client's cache.
+    # A fresh mount and no page cache: the data comes from the server.
+    echo 3 >/proc/sys/vm/drop_caches
     run mount -t "$type" -o "$opts" "$SERVER:$NFS_EXPORT" "$mnt" || { part_fail "remount failed"; return; }
     sha=$(sha_of "$mnt/from-guest-$CURRENT.bin")
     run umount "$mnt" || { part_fail "umount failed"; return; }
@@ -95,6 +96,7 @@ part_nfs3_restart() {
     [[ -e $RESULTS/nfs-server-restarting ]] ||
         { part_fail "fsync returned while the server was down"; return; }
     run umount "$mnt" || { part_fail "umount failed"; return; }
+    echo 3 >/proc/sys/vm/drop_caches
     run mount -t nfs -o "$opts" "$SERVER:$NFS_EXPORT" "$mnt" || { part_fail "remount failed"; return; }
     sha=$(sha_of "$mnt/restart.bin")
     run umount "$mnt"
