@@ -161,15 +161,16 @@ start_rpcbind() {
     wait_port 111
 }
 
-# start_ganesha DIR [NFS_PORT] [MNT_PORT]: NFS-Ganesha 4.3 (FSAL_VFS) exporting DIR as
-# /export (v3 path and v4 pseudo path), NFSv3 + NFSv4.1, TCP, no root squash,
-# no NLM (clients mount v3 with nolock). Needs start_rpcbind first.
+# start_ganesha DIR [NFS_PORT] [MNT_PORT] [BIND]: NFS-Ganesha 4.3 (FSAL_VFS) exporting
+# DIR as /export (v3 path and v4 pseudo path), NFSv3 + NFSv4.1, TCP, no root squash,
+# no NLM (clients mount v3 with nolock), on BIND (default 127.0.0.1; 0.0.0.0 for
+# guests with --tap). Needs start_rpcbind first.
 start_ganesha() {
-    local dir=$1 nfs_port=${2:-2049} mnt_port=${3:-20048} conf
+    local dir=$1 nfs_port=${2:-2049} mnt_port=${3:-20048} bind=${4:-127.0.0.1} conf
     conf=$(mktmp)/ganesha.conf
     cat >"$conf" <<EOF
 NFS_CORE_PARAM {
-    Bind_addr = 127.0.0.1;
+    Bind_addr = $bind;
     NFS_Port = $nfs_port;
     MNT_Port = $mnt_port;
     Enable_NLM = false;

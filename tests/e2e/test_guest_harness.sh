@@ -5,7 +5,8 @@
 # stderr come back, markers stripped, the last line even without a newline; its
 # exit status is returned; host files are visible, --share is writable, other
 # writes stay in the guest; xfs and loop load on demand; a server on the host's
-# 127.0.0.1 is reached at 10.0.2.2; and a guest past --timeout is killed (124).
+# 127.0.0.1 is reached at 10.0.2.2 (and sees 127.0.0.1); and a guest past
+# --timeout is killed (124). --tap is checked by test_guest_two_clients.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/guest_lib.sh"
 guest_private_namespaces "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -20,12 +21,12 @@ start_peer echo-server python3 -c '
 import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
+s.bind(("0.0.0.0", int(sys.argv[1])))
 s.listen(4)
 while True:
-    c, _ = s.accept()
+    c, peer = s.accept()
     line = c.makefile().readline().strip()
-    c.sendall(("pong: " + line + "\n").encode())
+    c.sendall(("pong: %s from %s\n" % (line, peer[0])).encode())
     c.close()
 ' "$ECHO_PORT"
 wait_port "$ECHO_PORT"
@@ -41,7 +42,7 @@ cat "$T/err" >&2
 assert_eq "$rc" 7 "the script's exit status"
 for want in out-line err-line 'arg[one]' 'arg[two words]' 'arg[*]' "env[$TRICKY]" \
     "host=10.0.2.2 guest=1 name=harness-guest pwd=$PWD" 'host-file[hello from the host]' \
-    'overlay-write ok' xfs-mounted 'reply[pong: ping]'; do
+    'overlay-write ok' xfs-mounted 'reply[pong: ping from 127.0.0.1]'; do
     assert_contains "$out" "$want" "guest output"
 done
 assert_eq "$(printf '%s\n' "$out" | tail -n 1)" no-newline "last line without a newline"

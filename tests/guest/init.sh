@@ -4,8 +4,8 @@
 #
 # Contract with the runner (keep both sides in step):
 # - kernel command line: cachalot.job=DIR (a directory on the host, seen through the
-#   9p share "hostroot"), cachalot.nonce=N (random, per run) and cachalot.name=
-#   (the host name);
+#   9p share "hostroot"), cachalot.nonce=N (random, per run), cachalot.name=
+#   (the host name), and with a tap cachalot.ip=ADDR/LEN and cachalot.gw=ADDR;
 # - DIR/job.sh is run with bash, chrooted into the host's root (9p, read-only)
 #   under a tmpfs overlay, so the guest sees every host file and may write anywhere
 #   (writes stay in guest memory); DIR/shares lists "TAG PATH" lines, 9p shares
@@ -30,6 +30,8 @@ for word in $(cat /proc/cmdline); do
         cachalot.job=*) JOB=${word#cachalot.job=} ;;
         cachalot.nonce=*) NONCE=${word#cachalot.nonce=} ;;
         cachalot.name=*) NAME=${word#cachalot.name=} ;;
+        cachalot.ip=*) GUEST_IP=${word#cachalot.ip=} ;;
+        cachalot.gw=*) GUEST_GW=${word#cachalot.gw=} ;;
     esac
 done
 OUT=/dev/ttyS1
@@ -56,11 +58,12 @@ for m in $(cat /etc/guest-modules); do
 done
 log "modules loaded at $(since_boot) s"
 
-# QEMU user networking: the guest is 10.0.2.15, the host (gateway) 10.0.2.2.
+# QEMU user networking: the guest is 10.0.2.15, the host (gateway) 10.0.2.2; with
+# a tap (run-in-guest.sh --tap) the runner chose both addresses.
 ip link set lo up
 ip link set eth0 up || error "no eth0 (virtio_net)"
-ip addr add 10.0.2.15/24 dev eth0
-ip route add default via 10.0.2.2
+ip addr add "${GUEST_IP:-10.0.2.15/24}" dev eth0 || error "cannot set address ${GUEST_IP:-}"
+ip route add default via "${GUEST_GW:-10.0.2.2}"
 hostname "$NAME"
 
 P9="trans=virtio,version=9p2000.L,msize=262144"

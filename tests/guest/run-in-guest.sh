@@ -32,6 +32,11 @@
 #   --name NAME      guest host name and NFSv4 client identity (nfs.nfs4_unique_id;
 #                    default cachalot-guest): give each of two guests that run at
 #                    once its own, or an NFSv4 server sees one client
+#   --tap            a tap device instead of user networking (only inside a private
+#                    network namespace, see tests/e2e/guest_lib.sh): the host side
+#                    is 198.51.100.(4i+1)/30, the guest .(4i+2); GUEST_HOST is the
+#                    host side, servers must listen on it (or 0.0.0.0), and they see
+#                    the guest's own address; faster than user networking
 #
 # A guest boots in 8-20 s under TCG (no KVM here; more when the host is busy); guests
 # are independent: several may run at once. Built once by tests/guest/build-guest.sh.
@@ -53,6 +58,7 @@ SHARES=()
 ENVS=()
 CONSOLE_KEEP=
 NAME=cachalot-guest
+TAP=0
 while (($# > 0)); do
     case $1 in
         --mem) MEM=${2:?}; shift 2 ;;
@@ -70,6 +76,7 @@ while (($# > 0)); do
             ;;
         --console) CONSOLE_KEEP=${2:?}; shift 2 ;;
         --name) NAME=${2:?}; shift 2 ;;
+        --tap) TAP=1; shift ;;
         -h | --help) usage ;;
         --) shift; break ;;
         -*) say "unknown option $1"; usage ;;
@@ -90,6 +97,7 @@ QEMU_ROOT=$GUEST/qemu
 JOB=$(mktemp -d "${TMPDIR:-/tmp}/cachalot-guest.XXXXXX")
 QEMU_PID=
 FILTER_PID=
+TAP_DEV=
 # On any exit (also TERM/INT from a test's timeout): QEMU (by its pid file, as
 # `timeout` would only pass TERM on), its timeout and the output filter all end.
 cleanup() {
@@ -104,6 +112,7 @@ cleanup() {
         kill -KILL "$FILTER_PID" 2>/dev/null || true
         wait "$FILTER_PID" 2>/dev/null || true
     fi
+    [[ -z $TAP_DEV ]] || ip link del "$TAP_DEV" 2>/dev/null || true
     rm -rf "$JOB"
     exit "$rc"
 }
@@ -111,11 +120,32 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 chmod 755 "$JOB"
+
+# Networking: QEMU's user networking, or a tap of our own in this (private) netns.
+GUEST_HOST=10.0.2.2
+NET_APPEND=
+NETDEV=(-netdev "user,id=n0")
+if ((TAP)); then
+    [[ $(readlink /proc/self/ns/net) != "$(readlink /proc/1/ns/net)" ]] ||
+        { say "--tap only inside a private network namespace (guest_private_namespaces)"; exit 2; }
+    for ((i = 0; i < 64; i++)); do
+        if ip tuntap add dev "cgtap$i" mode tap 2>/dev/null; then
+            TAP_DEV=cgtap$i
+            break
+        fi
+    done
+    [[ -n $TAP_DEV ]] || { say "cannot create a tap device"; exit 125; }
+    GUEST_HOST=198.51.100.$((4 * i + 1))
+    ip addr add "$GUEST_HOST/30" dev "$TAP_DEV"
+    ip link set "$TAP_DEV" up
+    NET_APPEND=" cachalot.ip=198.51.100.$((4 * i + 2))/30 cachalot.gw=$GUEST_HOST"
+    NETDEV=(-netdev "tap,id=n0,ifname=$TAP_DEV,script=no,downscript=no")
+fi
 NONCE=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 
 {
     echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/cachalot-guest/bin'
-    echo 'export HOME=/root LANG=C.UTF-8 GUEST_HOST=10.0.2.2 CACHALOT_GUEST=1'
+    echo "export HOME=/root LANG=C.UTF-8 GUEST_HOST=$GUEST_HOST CACHALOT_GUEST=1"
     for e in "${ENVS[@]}"; do
         printf 'export %s=%q\n' "${e%%=*}" "${e#*=}"
     done
@@ -149,12 +179,12 @@ QEMU_CMD=(
     -pidfile "$JOB/qemu.pid"
     -m "$MEM" -smp "$SMP"
     -kernel "$GUEST/vmlinuz" -initrd "$GUEST/initrd.gz"
-    -append "console=ttyS0 panic=1 cachalot.job=$JOB cachalot.nonce=$NONCE cachalot.name=$NAME nfs.nfs4_unique_id=$NAME"
+    -append "console=ttyS0 panic=1 cachalot.job=$JOB cachalot.nonce=$NONCE cachalot.name=$NAME nfs.nfs4_unique_id=$NAME$NET_APPEND"
     -chardev "file,id=console,path=$JOB/console.log"
     -serial chardev:console
     -chardev "file,id=out,path=$JOB/out"
     -serial chardev:out
-    -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=
+    "${NETDEV[@]}" -device virtio-net-pci,netdev=n0,romfile=
     "${VIRTFS[@]}"
 )
 mkfifo "$JOB/out"

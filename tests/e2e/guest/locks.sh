@@ -31,6 +31,7 @@ wait_file() { # file seconds
     return 1
 }
 
+ip -4 -o addr show dev eth0 | awk '{ sub(/\/.*/, "", $4); print $4 }' >"$RESULTS/$ROLE-address"
 mkdir -p "$MNT"
 mount -t nfs4 -o vers=4.1,proto=tcp,hard "$GUEST_HOST:$NFS_EXPORT" "$MNT" ||
     { verdict FAIL "mount failed"; exit 1; }
