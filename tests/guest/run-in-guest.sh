@@ -36,7 +36,7 @@
 #                    network namespace, see tests/e2e/guest_lib.sh): the host side
 #                    is 198.51.100.(4i+1)/30, the guest .(4i+2); GUEST_HOST is the
 #                    host side, servers must listen on it (or 0.0.0.0), and they see
-#                    the guest's own address; faster than user networking
+#                    the guest's own address (a real TCP peer, no NAT)
 #
 # A guest boots in 8-20 s under TCG (no KVM here; more when the host is busy); guests
 # are independent: several may run at once. Built once by tests/guest/build-guest.sh.
