@@ -200,11 +200,12 @@ EOF
     wait_port "$mnt_port"
 }
 
-# start_tgtd [PORT]: Debian's tgt iSCSI target on 127.0.0.1:PORT (default 3260).
+# start_tgtd [PORT] [BIND]: Debian's tgt iSCSI target on BIND:PORT (default
+# 127.0.0.1:3260; 0.0.0.0 for guests with --tap).
 start_tgtd() {
-    local port=${1:-3260} i
+    local port=${1:-3260} bind=${2:-127.0.0.1} i
     # tgtd ignores SIGTERM; its file LUN is written with pwrite, so KILL loses nothing.
-    start_peer --signal KILL tgtd tgtd -f --iscsi "portal=127.0.0.1:$port"
+    start_peer --signal KILL tgtd tgtd -f --iscsi "portal=$bind:$port"
     wait_port "$port"
     for ((i = 0; i < 50; i++)); do
         tgtadm --lld iscsi --mode target --op show >/dev/null 2>&1 && return 0
@@ -226,10 +227,10 @@ tgt_add_file_lun() {
     fi
 }
 
-# start_qemu_nbd FILE NAME [PORT]: qemu-nbd serving raw FILE as export NAME on
-# 127.0.0.1:PORT (default 10809), persistent (several connections in turn).
+# start_qemu_nbd FILE NAME [PORT] [BIND]: qemu-nbd serving raw FILE as export NAME on
+# BIND:PORT (default 127.0.0.1:10809), persistent (several connections in turn).
 start_qemu_nbd() {
-    local file=$1 name=$2 port=${3:-10809}
-    start_peer qemu-nbd qemu-nbd -f raw -x "$name" -b 127.0.0.1 -p "$port" -t "$file"
+    local file=$1 name=$2 port=${3:-10809} bind=${4:-127.0.0.1}
+    start_peer qemu-nbd qemu-nbd -f raw -x "$name" -b "$bind" -p "$port" -t "$file"
     wait_port "$port"
 }
