@@ -32,6 +32,28 @@ chromium         test
 chromium-driver  test
 bash-completion  test
 systemd          test
+# The QEMU guest of tests/guest (the kernel NFS, NBD and iSCSI clients) and the
+# peer servers of tests/e2e/test_guest_clients.sh. qemu-system-x86 is deliberately
+# not here: Debian 12 qemu-system-x86 7.2 Breaks the qemu-utils 10.0 this machine has, so
+# tests/guest/build-guest.sh unpacks it with `apt-get download` and these libraries
+# let it run. The client packages start no service when installed (no systemd
+# here, and policy-rc.d refuses); the guest uses them through its 9p view of the host root..
+busybox-static   test
+cpio             test
+libcapstone4     test
+libfdt1          test
+libpmem1         test
+libslirp0        test
+libvdeplug2      test
+iproute2         test
+qemu-utils       test
+nfs-common       test
+open-iscsi       test
+nbd-client       test
+rpcbind          test
+nfs-ganesha      test
+nfs-ganesha-vfs  test
+tgt              test
 '
 
 usage() {
