@@ -51,12 +51,15 @@ pub enum LookupError {
 }
 
 type Key = (u64, u64);
+type Cached = (String, Arc<Store>, Arc<Fs>);
+type SnapKey = (u64, u64, u64);
+type SnapCached = (String, Arc<Fs>);
 
 /// The export table (see the module comment).
 pub struct Exports {
     provider: Arc<dyn FsProvider>,
-    cache: Mutex<HashMap<Key, (String, Arc<Store>, Arc<Fs>)>>,
-    snaps: Mutex<HashMap<(u64, u64, u64), (String, Arc<Fs>)>>,
+    cache: Mutex<HashMap<Key, Cached>>,
+    snaps: Mutex<HashMap<SnapKey, SnapCached>>,
 }
 
 /// The `sharenfs` options of dataset `name` (`None`: not shared).

@@ -27,10 +27,8 @@ fn decode_message(msg: &[u8]) {
 }
 
 fn decode_args(proc_: u32, b: &[u8]) {
-    if let Some(Ok(a)) = args::decode(proc_, b) {
-        if let args::Args::Getattr(fh) = a {
-            let _ = Handle::decode(fh);
-        }
+    if let Some(Ok(args::Args::Getattr(fh))) = args::decode(proc_, b) {
+        let _ = Handle::decode(fh);
     }
     let _ = Handle::decode(b);
     let mut r = Reader::new(b);

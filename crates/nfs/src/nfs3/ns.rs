@@ -27,6 +27,9 @@ use std::sync::Arc;
 /// The reserved name of the virtual directory in a filesystem's root.
 pub const CTL_NAME: &[u8] = b".cachalot";
 
+/// Why a directory cannot be changed: the status and the node, if resolved.
+type OpenError = (u32, Option<Box<Node>>);
+
 /// A directory the caller may change: its filesystem and attributes.
 struct DirCtx {
     node: Node,
@@ -35,20 +38,20 @@ struct DirCtx {
 }
 
 impl DirCtx {
-    fn open(ctx: &Ctx<'_>, fh: &[u8]) -> Result<DirCtx, (u32, Option<Node>)> {
+    fn open(ctx: &Ctx<'_>, fh: &[u8]) -> Result<DirCtx, OpenError> {
         let node = ctx.resolve(fh).map_err(|s| (s, None))?;
         if let Err(s) = node.writable() {
-            return Err((s, Some(node)));
+            return Err((s, Some(Box::new(node))));
         }
         let (fs, a) = match &node.target {
             Target::Obj(fs, a) => (fs.clone(), a.clone()),
-            _ => return Err((NFS3ERR_ACCES, Some(node))),
+            _ => return Err((NFS3ERR_ACCES, Some(Box::new(node)))),
         };
         if a.kind != FileKind::Directory {
-            return Err((NFS3ERR_NOTDIR, Some(node)));
+            return Err((NFS3ERR_NOTDIR, Some(Box::new(node))));
         }
         if !may(&a, &node.user, MAY_WRITE | MAY_EXEC) {
-            return Err((NFS3ERR_ACCES, Some(node)));
+            return Err((NFS3ERR_ACCES, Some(Box::new(node))));
         }
         Ok(DirCtx { node, fs, pre: a })
     }
@@ -73,7 +76,7 @@ impl DirCtx {
 }
 
 /// A failure before the directory was resolved or checked.
-fn fail_open(w: &mut Writer, (s, node): (u32, Option<Node>)) {
+fn fail_open(w: &mut Writer, (s, node): OpenError) {
     w.u32(s);
     let a = node.as_ref().and_then(|n| n.attr());
     let fsid = node.as_ref().map_or(0, |n| n.fsid());
@@ -266,7 +269,7 @@ pub fn mknod(ctx: &Ctx<'_>, op: DirOp<'_>, what: MknodWhat) -> Writer {
                 d.pre.ino,
                 op.name,
                 kind | mode_of(&s, 0o644),
-                rdev as u64,
+                rdev,
                 d.node.user.caller(),
             )
             .map_err(status)?;
