@@ -128,6 +128,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
+        Cmd::Share(a) => crate::share::run(&mut ctx, a),
     }
 }
 
@@ -149,6 +150,8 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     if let Some(m) = a.arc_max {
         opts.arc_max = m;
     }
+    opts.nfs.addr = a.nfs.clone();
+    opts.nfs.portmap = a.portmap.clone();
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;

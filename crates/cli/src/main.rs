@@ -13,6 +13,7 @@ mod commands;
 mod debug;
 mod mount;
 mod mysql;
+mod share;
 mod snapshot;
 mod status;
 mod stream;
@@ -80,6 +81,9 @@ pub enum Cmd {
     /// Unmount a filesystem
     #[command(alias = "umount")]
     Unmount(mount::UnmountArgs),
+    /// Protocol shares (NFS, iSCSI, NBD): share list [-H]
+    #[command(subcommand)]
+    Share(share::ShareCmd),
     /// Statistics: list, show (rates with breakdowns), heatmap
     #[command(subcommand)]
     Analytics(analytics::AnalyticsCmd),
@@ -101,6 +105,13 @@ pub struct ServeArgs {
     /// HTTP listen address ("127.0.0.1:0" = any free port, "none" = off)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7470")]
     pub http: String,
+    /// NFSv3 listen address, or "off" (default 127.0.0.1:2049; a busy default
+    /// port is logged and skipped)
+    #[arg(long, value_name = "ADDR|off")]
+    pub nfs: Option<String>,
+    /// Portmapper listen address, or "off" (default 127.0.0.1:111 when free)
+    #[arg(long, value_name = "ADDR|off")]
+    pub portmap: Option<String>,
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,
