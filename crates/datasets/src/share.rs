@@ -3,7 +3,7 @@
 //!
 //! Grammar: `off` | `on` | OPTION[,OPTION]... with OPTION one of
 //! `rw[=LIST]`, `ro[=LIST]`, `root_squash`, `no_root_squash`, `all_squash`,
-//! `anonuid=N`, `anongid=N`; LIST is `CLIENT[:CLIENT]...`, CLIENT an IPv4 address,
+//! `anonuid=N`, `anongid=N`, `sync`, `async`; LIST is `CLIENT[:CLIENT]...`, CLIENT an IPv4 address,
 //! an IPv4 CIDR (`10.0.0.0/8`) or `*` (everyone). `on` is `rw` for everyone with
 //! root squashed, as zfs's `sharenfs=on`.
 //!
@@ -17,6 +17,10 @@
 //! - `canonical()` of a parsed value parses back to the same value, so what
 //!   `get sharenfs` shows is exactly what the server applies.
 //! - IPv6 clients match only `*` (`:` separates list entries, as in zfs).
+//! - `sync` (the default) makes the server commit every namespace and
+//!   attribute change before it replies, as NFSv3 requires; `async` skips that
+//!   (faster creates, but a crash can lose changes a client saw succeed), as in
+//!   exports(5). Data writes follow the client's stable flag and COMMIT either way.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -120,6 +124,8 @@ pub struct ShareNfs {
     pub squash: Squash,
     pub anonuid: u32,
     pub anongid: u32,
+    /// Commit metadata changes before replying (see the module comment).
+    pub sync: bool,
 }
 
 impl Default for ShareNfs {
@@ -131,6 +137,7 @@ impl Default for ShareNfs {
             squash: Squash::Root,
             anonuid: ANON_ID,
             anongid: ANON_ID,
+            sync: true,
         }
     }
 }
@@ -178,12 +185,14 @@ pub fn parse_sharenfs(value: &str) -> Result<Option<ShareNfs>, String> {
             "root_squash" if v.is_none() => s.squash = Squash::Root,
             "no_root_squash" if v.is_none() => s.squash = Squash::None,
             "all_squash" if v.is_none() => s.squash = Squash::All,
+            "sync" if v.is_none() => s.sync = true,
+            "async" if v.is_none() => s.sync = false,
             "anonuid" => s.anonuid = parse_id(k, v)?,
             "anongid" => s.anongid = parse_id(k, v)?,
             _ => {
                 return Err(format!(
                     "unknown share option '{opt}' (expected on, off, rw[=CIDR:...], ro[=CIDR:...], \
-                     root_squash, no_root_squash, all_squash, anonuid=N, anongid=N)"
+                     root_squash, no_root_squash, all_squash, anonuid=N, anongid=N, sync, async)"
                 ))
             }
         }
@@ -252,6 +261,9 @@ impl ShareNfs {
         if self.anongid != ANON_ID {
             parts.push(format!("anongid={}", self.anongid));
         }
+        if !self.sync {
+            parts.push("async".into());
+        }
         parts.join(",")
     }
 
@@ -303,6 +315,9 @@ mod tests {
         assert_eq!(all.access(ip("::1")), Access::ReadWrite);
         assert_eq!(canonical_sharenfs("on").unwrap(), "on");
         assert_eq!(canonical_sharenfs("rw").unwrap(), "rw=*,root_squash");
+        let a = parse_sharenfs("rw,async").unwrap().unwrap();
+        assert!(!a.sync && on.sync);
+        assert_eq!(a.canonical(), "rw=*,root_squash,async");
     }
 
     #[test]

@@ -196,6 +196,14 @@ impl Node {
         }
     }
 
+    /// Commit a metadata change before the reply, unless the share is `async`.
+    pub fn commit_metadata(&self, fs: &Fs) -> Result<(), Errno> {
+        if self.export.share.as_ref().is_some_and(|s| !s.sync) {
+            return Ok(());
+        }
+        fs.fsync()
+    }
+
     pub fn writable(&self) -> Result<(), u32> {
         if self.readonly || self.handle.snap_guid != 0 || !matches!(self.target, Target::Obj(..)) {
             return Err(NFS3ERR_ROFS);

@@ -56,6 +56,16 @@ impl DirCtx {
         Ok(DirCtx { node, fs, pre: a })
     }
 
+    /// Make the change durable before the reply (RFC 1813: a server commits
+    /// the metadata of CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME,
+    /// LINK and SETATTR to stable storage before it answers).
+    fn durable(&self) -> Result<(), u32> {
+        if self.node.export.share.as_ref().is_some_and(|s| !s.sync) {
+            return Ok(());
+        }
+        self.fs.fsync().map_err(status)
+    }
+
     fn reserved(&self, name: &[u8]) -> bool {
         self.pre.ino == self.fs.root() && name == CTL_NAME
     }
@@ -86,6 +96,7 @@ fn fail_open(w: &mut Writer, (s, node): OpenError) {
 /// The reply of CREATE, MKDIR, SYMLINK and MKNOD.
 fn created(ctx: &Ctx<'_>, d: &DirCtx, name: &[u8], res: Result<Attr, u32>) -> Writer {
     let mut w = Writer::new();
+    let res = res.and_then(|a| d.durable().map(|()| a));
     match res {
         Ok(a) => {
             ctx.named(a.ino, d.pre.ino, name);
@@ -302,7 +313,8 @@ pub fn remove(ctx: &Ctx<'_>, op: DirOp<'_>, rmdir: bool) -> Writer {
         } else {
             d.fs.unlink(d.pre.ino, op.name)
         };
-        r.map_err(status)
+        r.map_err(status)?;
+        d.durable()
     })();
     w.u32(match res {
         Ok(()) => NFS3_OK,
@@ -351,7 +363,8 @@ pub fn rename(ctx: &Ctx<'_>, from: DirOp<'_>, to: DirOp<'_>) -> Writer {
             to.name,
             RenameMode::Replace,
         )
-        .map_err(status)
+        .map_err(status)?;
+        f.durable()
     })();
     w.u32(match res {
         Ok(()) => NFS3_OK,
@@ -390,7 +403,8 @@ pub fn link(ctx: &Ctx<'_>, fh: &[u8], op: DirOp<'_>) -> Writer {
             return Err(NFS3ERR_EXIST);
         }
         let (_, a) = file.obj()?;
-        d.fs.link(a.ino, d.pre.ino, op.name).map_err(status)
+        let a = d.fs.link(a.ino, d.pre.ino, op.name).map_err(status)?;
+        d.durable().map(|()| a)
     })();
     match res {
         Ok(a) => {

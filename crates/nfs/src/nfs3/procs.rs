@@ -141,7 +141,10 @@ fn setattr(ctx: &Ctx<'_>, fh: &[u8], s: &Sattr, guard: Option<cachalot_posix::Ti
     if let Err(st) = check_setattr(a, &n.user, s) {
         return fail(w, st);
     }
-    match fs.setattr(a.ino, &to_setattr(s)) {
+    match fs
+        .setattr(a.ino, &to_setattr(s))
+        .and_then(|post| n.commit_metadata(fs).map(|()| post))
+    {
         Ok(post) => {
             w.u32(NFS3_OK);
             wcc(&mut w, pre.as_ref(), Some(&post), n.fsid());
