@@ -91,7 +91,9 @@ assert_ok nfs-cp "$(url tank/fs/big.bin)" "$W/back2.bin" >/dev/null
 assert_eq "$(sha256sum <"$W/back2.bin")" "$(sha256sum <"$W/big.bin")" "big file after kill -9"
 assert_eq "$(nfs-cat "$(url tank/fs/after-crash.txt)")" "hello over nfs" "acknowledged copy after kill -9"
 
-note "analytics: nfs.ops by op and client"
+note "analytics: nfs.ops by op and client, innodb.ops for MySQL files"
+assert_ok nfs-cp "$W/small.txt" "$(url tank/fs/ibdata1)" >/dev/null
+assert_eq "$(nfs-cat "$(url tank/fs/ibdata1)")" "hello over nfs" "ibdata1"
 sleep 2
 out=$(assert_ok "$C" analytics list)
 assert_contains "$out" "nfs.ops"
@@ -100,6 +102,10 @@ out=$(assert_ok "$C" analytics show nfs.ops --by op --last 60s -H)
 assert_contains "$out" "read"
 out=$(assert_ok "$C" analytics show nfs.bytes --by client --last 60s -H)
 assert_contains "$out" "127.0.0.1"
+out=$(assert_ok "$C" analytics show nfs.ops --by file --filter share=tank/fs --last 60s -H)
+assert_contains "$out" "/big.bin"
+out=$(assert_ok "$C" analytics show innodb.ops --by kind --filter dataset=tank/fs --last 60s -H)
+assert_contains "$out" "system"
 
 note "destroying a shared dataset stops serving it"
 assert_ok "$C" destroy tank/fs
