@@ -160,6 +160,12 @@ mariadb -S "$MY_SOCK" -uroot -e "select count(*) as sbtest1_rows from sbtest.sbt
 say "space and compression after loading"
 "$BIN" list -r -o name,used,refer,recordsize,compressratio,mountpoint tank/mysql
 
+say "sharing tank/mysql over NFSv3 (inherited by data and log)"
+"$BIN" set sharenfs='rw=127.0.0.0/8,no_root_squash' tank/mysql
+"$BIN" share list
+NFS_ADDR=$(cat "$HOME_DIR/nfs.addr" 2>/dev/null || echo "not serving: see $DEMO/daemon.log")
+NFS_PORT=${NFS_ADDR##*:}
+
 ADDR=$(cat "$HOME_DIR/http.addr" 2>/dev/null || echo "$HTTP")
 say "light workload for the analytics: sysbench oltp_read_write, 2 threads, 20 tx/s"
 setsid sysbench oltp_read_write --mysql-socket="$MY_SOCK" --mysql-user=root \
@@ -177,6 +183,10 @@ Where things are:
   from the shell    $BIN analytics show fuse.ops --by file --last 60s
   InnoDB data       $MNT/data   (tank/mysql/data, recordsize=16K)
   redo + binlogs    $MNT/log    (tank/mysql/log, recordsize=128K)
+  NFSv3 shares      $NFS_ADDR: /tank/mysql/data and /tank/mysql/log ('$BIN share list')
+  mount from a host mount -t nfs -o vers=3,proto=tcp,hard,nolock,port=$NFS_PORT,mountport=$NFS_PORT \\
+                        127.0.0.1:/tank/mysql/data /mnt/data
+                    nfs-ls 'nfs://127.0.0.1/tank/mysql/data?version=3&nfsport=$NFS_PORT&mountport=$NFS_PORT'
   MariaDB           127.0.0.1:$MY_PORT, socket $MY_SOCK, error log $RUN/mariadb-error.log
   try               mariadb -S $MY_SOCK -uroot sbtest
                     sysbench oltp_read_write --mysql-socket=$MY_SOCK --mysql-user=root \\

@@ -28,6 +28,7 @@ fonts-dejavu-core test
 stress-ng        test
 python3          test
 attr             test
+libnfs-utils     test demo
 chromium         test
 chromium-driver  test
 bash-completion  test

@@ -126,8 +126,11 @@ start_daemon() {
     export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
     DAEMON_STARTS=$((DAEMON_STARTS + 1))
     echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
+    # NFS is off unless a test asks for it (SERVE_ARGS="--nfs 127.0.0.1:PORT ..."),
+    # so parallel tests never fight over port 2049 or 111.
+    # shellcheck disable=SC2086
     "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
-        --http 127.0.0.1:0 >>"$ARTIFACTS/daemon.log" 2>&1 &
+        --http 127.0.0.1:0 ${SERVE_ARGS:---nfs off} >>"$ARTIFACTS/daemon.log" 2>&1 &
     DAEMON_PID=$!
     local i
     for ((i = 0; i < 200; i++)); do

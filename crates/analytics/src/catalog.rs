@@ -70,11 +70,18 @@ pub const CATALOG: &[StatInfo] = &[
         about: "reads, writes and syncs of MySQL files by kind (redo, undo, ...) and table",
     },
     StatInfo {
+        name: "nfs.bytes",
+        dims: &["client", "share", "op", "file"],
+        unit: "bytes",
+        timed: false,
+        about: "bytes read and written over NFS",
+    },
+    StatInfo {
         name: "nfs.ops",
-        dims: &["client", "op", "file"],
+        dims: &["client", "share", "op", "file"],
         unit: "ops",
         timed: true,
-        about: "NFS requests (fed once the NFS frontend is served)",
+        about: "NFS requests (share = dataset, file = path within it, or #object)",
     },
     StatInfo {
         name: "objects.ops",

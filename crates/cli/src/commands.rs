@@ -130,6 +130,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
         Cmd::Completion(a) => crate::completion::completion(&a),
         Cmd::Manpage => crate::completion::manpage(),
+        Cmd::Share(a) => crate::share::run(&mut ctx, a),
     }
 }
 
@@ -152,6 +153,8 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     if let Some(m) = a.arc_max {
         opts.arc_max = m;
     }
+    opts.nfs.addr = a.nfs.clone();
+    opts.nfs.portmap = a.portmap.clone();
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;

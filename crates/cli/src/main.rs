@@ -15,6 +15,7 @@ mod debug;
 mod http_addr;
 mod mount;
 mod mysql;
+mod share;
 mod snapshot;
 mod status;
 mod stream;
@@ -82,6 +83,9 @@ pub enum Cmd {
     /// Unmount a filesystem
     #[command(alias = "umount")]
     Unmount(mount::UnmountArgs),
+    /// Protocol shares (NFS, iSCSI, NBD): share list [-H]
+    #[command(subcommand)]
+    Share(share::ShareCmd),
     /// Statistics: list, show (rates with breakdowns), heatmap
     #[command(subcommand)]
     Analytics(analytics::AnalyticsCmd),
@@ -108,6 +112,13 @@ pub struct ServeArgs {
     /// HTTP listen address ("127.0.0.1:0" = any free port, "none" = off)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7470")]
     pub http: String,
+    /// NFSv3 listen address, or "off" (default 127.0.0.1:2049; a busy default
+    /// port is logged and skipped)
+    #[arg(long, value_name = "ADDR|off")]
+    pub nfs: Option<String>,
+    /// Portmapper listen address, or "off" (default 127.0.0.1:111 when free)
+    #[arg(long, value_name = "ADDR|off")]
+    pub portmap: Option<String>,
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,

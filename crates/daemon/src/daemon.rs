@@ -32,7 +32,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
+mod filesystems;
 mod mounts;
+pub mod nfs;
+mod shares;
 mod snapshots;
 mod streams;
 
@@ -66,6 +69,10 @@ pub struct Daemon {
     mounts: Mutex<BTreeMap<String, mounts::MountEntry>>,
     /// Time-series analytics, once started (see `analytics.rs`).
     analytics: std::sync::OnceLock<Arc<analytics::Analytics>>,
+    /// One `Fs` per dataset, shared by FUSE and NFS (see `filesystems.rs`).
+    filesystems: filesystems::Filesystems,
+    /// The NFS server, once started (see `nfs.rs`).
+    nfs: Mutex<Option<cachalot_nfs::NfsServer>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -117,6 +124,7 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("fs.mount", &["name", "path"]),
     ("fs.unmount", &["name", "force"]),
     ("fs.mounts", &[]),
+    ("share.list", &[]),
     ("analytics.list", &[]),
     ("analytics.usage", &[]),
     ("analytics.show", ANALYTICS_ARGS),
@@ -136,6 +144,7 @@ pub const READ_ONLY_OPS: &[&str] = &[
     "ds.list",
     "ds.get",
     "fs.mounts",
+    "share.list",
     "analytics.list",
     "analytics.usage",
     "analytics.show",
@@ -196,6 +205,8 @@ impl Daemon {
             shutting_down: AtomicBool::new(false),
             mounts: Mutex::new(BTreeMap::new()),
             analytics: std::sync::OnceLock::new(),
+            filesystems: Default::default(),
+            nfs: Mutex::new(None),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -307,6 +318,7 @@ impl Daemon {
             "ds.get" => self.ds_get(&a),
             "ds.set" => self.ds_set(&a),
             "ds.inherit" => self.ds_inherit(&a),
+            "share.list" => self.share_list(),
             op if op.starts_with("obj.") => self.obj_op(op, &a),
             op if op.starts_with("fs.") => self.fs_op(op, &a),
             op if op.starts_with("snap.") => self.snap_op(op, &a),
@@ -321,6 +333,7 @@ impl Daemon {
         if let Some(a) = self.analytics.get() {
             a.stop();
         }
+        self.stop_nfs();
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
         // the next start re-mounts them.
@@ -591,6 +604,7 @@ impl Daemon {
                 Some(slot) => slot.store.clone(),
             }
         };
+        self.release_fs(&name);
         if let Some(store) = &store {
             store.export().map_err(se)?;
         }
@@ -608,6 +622,7 @@ impl Daemon {
             return Err(e);
         }
         let store = self.store(&name)?;
+        self.release_fs(&name);
         store.destroy_pool().map_err(se)?;
         self.pools.write().remove(&name);
         log(format!("destroyed pool '{name}'"));
@@ -791,6 +806,7 @@ impl Daemon {
         store
             .destroy_dataset(&name, a.bool("recursive")?)
             .map_err(se)?;
+        self.release_fs(&name);
         Ok(json!({ "name": name }))
     }
 

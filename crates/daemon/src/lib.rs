@@ -38,6 +38,8 @@ pub struct ServeOpts {
     pub arc_max: u64,
     /// Analytics on/off and retention.
     pub analytics: daemon::analytics::AnalyticsOpts,
+    /// NFS and portmapper addresses.
+    pub nfs: daemon::nfs::NfsOpts,
 }
 
 impl Default for ServeOpts {
@@ -49,6 +51,7 @@ impl Default for ServeOpts {
             http: "127.0.0.1:7470".into(),
             arc_max: state::default_arc_max(),
             analytics: daemon::analytics::AnalyticsOpts::default(),
+            nfs: daemon::nfs::NfsOpts::default(),
         }
     }
 }
@@ -112,6 +115,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
         }
     };
     if let Err(e) = daemon.start_analytics(opts.analytics) {
+        daemon.shutdown();
+        let _ = std::fs::remove_file(&socket);
+        return Err(e);
+    }
+    if let Err(e) = daemon.start_nfs(&opts.nfs) {
         daemon.shutdown();
         let _ = std::fs::remove_file(&socket);
         return Err(e);

@@ -121,6 +121,11 @@ impl Dataset {
     pub fn name(&self) -> String {
         self.name.read().clone()
     }
+    /// The dataset's id in its pool's catalog: never reused, kept across rename,
+    /// export and import (NFS file handles name it).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
     pub(crate) fn set_name(&self, name: &str) {
         *self.name.write() = name.to_string();
         self.objset.zil().set_name(name);

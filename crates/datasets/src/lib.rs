@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod error;
 pub mod props;
 pub mod scrub;
+pub mod share;
 pub mod snapshot;
 pub mod store;
 pub mod stream;

@@ -20,6 +20,7 @@ pub const SETTABLE: &[&str] = &[
     "reservation",
     "mountpoint",
     "volsize",
+    "sharenfs",
 ];
 
 /// Read-only (statistics) properties.
@@ -46,6 +47,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "logbias"
             | "primarycache"
             | "mountpoint"
+            | "sharenfs"
     ) || is_user_prop(p)
 }
 
@@ -69,6 +71,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "primarycache" => "all",
         "quota" => "none",
         "reservation" => "none",
+        "sharenfs" => "off",
         _ => return None,
     })
 }
@@ -192,6 +195,14 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                 Err(bad("must be an absolute path, none or legacy"))
             }
         }
+        "sharenfs" => {
+            if is_volume {
+                return Err(StoreError::Invalid(
+                    "property 'sharenfs' does not apply to volumes".into(),
+                ));
+            }
+            crate::share::canonical_sharenfs(value).map_err(|why| bad(&why))
+        }
         "volsize" => {
             if !is_volume {
                 return Err(StoreError::Invalid(
@@ -269,5 +280,8 @@ mod tests {
         assert_eq!(validate("quota", "1G", false).unwrap(), "1073741824");
         assert_eq!(validate("com.example:x", "hello", false).unwrap(), "hello");
         assert!(validate("mountpoint", "relative", false).is_err());
+        assert_eq!(validate("sharenfs", "on", false).unwrap(), "on");
+        assert!(validate("sharenfs", "rw=1.2.3", false).is_err());
+        assert!(validate("sharenfs", "on", true).is_err());
     }
 }

@@ -17,7 +17,6 @@ use super::{se, Daemon, OpResult};
 use crate::proto::{pool_of, validate_dataset_name, Args};
 use cachalot_datasets::{Dataset, DatasetKind, Store};
 use cachalot_fuse::Mount;
-use cachalot_posix::Fs;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -135,10 +134,12 @@ impl Daemon {
                 "mount point {path} is busy: '{other}' is mounted there"
             ));
         }
-        let fs = Fs::mount(store.clone(), ds.clone())
+        let fs = self
+            .filesystems
+            .get(&store, name)
             .map_err(|e| format!("cannot mount '{name}': {e}"))?;
         ds.hold();
-        let mount = match cachalot_fuse::mount(Arc::new(fs), name, &canon) {
+        let mount = match cachalot_fuse::mount(fs, name, &canon) {
             Ok(m) => m,
             Err(e) => {
                 ds.release();

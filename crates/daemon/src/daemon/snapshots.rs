@@ -75,6 +75,8 @@ impl Daemon {
                 self.snap_store(&name)?
                     .rollback(&name, a.bool("recursive")?)
                     .map_err(se)?;
+                // The head was reopened: drop filesystems of the old handle.
+                self.release_fs(name.split('@').next().unwrap_or(""));
                 Ok(json!({ "name": name }))
             }
             "snap.clone" => {

@@ -1,0 +1,41 @@
+//! `cachalot share list [-H]`: every protocol share (NFS now; NBD and iSCSI
+//! add their rows in the daemon) with NAME PROTOCOL PATH-OR-TARGET CLIENTS STATE.
+
+use crate::commands::{CmdResult, Ctx};
+use crate::table::Table;
+use clap::Subcommand;
+use serde_json::json;
+
+#[derive(Subcommand, Debug)]
+pub enum ShareCmd {
+    /// List shares: share list [-H]
+    List {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+    },
+}
+
+pub fn run(ctx: &mut Ctx, cmd: ShareCmd) -> CmdResult {
+    let ShareCmd::List { scripted } = cmd;
+    let rows = ctx.call("share.list", json!({}))?;
+    let mut t = Table::new(
+        ["NAME", "PROTOCOL", "PATH-OR-TARGET", "CLIENTS", "STATE"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        vec![false; 5],
+    );
+    for r in rows.as_array().into_iter().flatten() {
+        let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+        t.rows.push(vec![
+            s("name"),
+            s("protocol"),
+            s("path"),
+            s("clients"),
+            s("state"),
+        ]);
+    }
+    print!("{}", t.render(scripted));
+    Ok(())
+}

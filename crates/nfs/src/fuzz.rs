@@ -1,0 +1,37 @@
+//! The entry point of the decoder fuzz target (`fuzz/fuzz_targets/nfs_rpc.rs`)
+//! and of the bounded random test in `tests/fuzz.rs`: everything the server
+//! decodes from the wire before it touches a filesystem.
+
+use crate::handle::Handle;
+use crate::nfs3::args;
+use crate::rpc;
+use crate::xdr::Reader;
+
+/// Decode `data` as a stream of RPC records, each as a call, and its arguments
+/// as every NFSv3, MOUNT and portmap procedure would. Must never panic.
+pub fn decode_everything(data: &[u8]) {
+    let mut input = data;
+    while let Ok(Some(rec)) = rpc::read_record(&mut input, rpc::MAX_RECORD) {
+        decode_message(&rec);
+    }
+    decode_message(data);
+}
+
+fn decode_message(msg: &[u8]) {
+    if let Ok(call) = rpc::decode_call(msg) {
+        decode_args(call.proc_, call.args);
+    }
+    for p in 0..24 {
+        decode_args(p, msg);
+    }
+}
+
+fn decode_args(proc_: u32, b: &[u8]) {
+    if let Some(Ok(args::Args::Getattr(fh))) = args::decode(proc_, b) {
+        let _ = Handle::decode(fh);
+    }
+    let _ = Handle::decode(b);
+    let mut r = Reader::new(b);
+    let _ = r.string(crate::nfs3::args::MAX_PATH_WIRE);
+    let _ = crate::client::decode_reply(0, b);
+}

@@ -1,0 +1,471 @@
+//! The TCP server: listeners for NFS (with MOUNT and portmap on the same port)
+//! and for the portmapper, one reader and one writer thread per connection, a
+//! shared pool of worker threads, and the duplicate request cache.
+//!
+//! Invariants:
+//! - One connection never stalls another: a connection's reader blocks only on
+//!   its own socket and on its own in-flight limit (`MAX_IN_FLIGHT` requests
+//!   read but not yet answered); workers never write to sockets (each
+//!   connection's writer does, with a timeout), so a client that stops reading
+//!   holds at most its own slots.
+//! - Memory is bounded: at most `max_connections` connections, each with at
+//!   most `MAX_IN_FLIGHT` records of at most `rpc::MAX_RECORD` bytes.
+//! - A panic in a procedure becomes SYSTEM_ERR for that call.
+//! - Non-idempotent NFS calls (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE,
+//!   RMDIR, RENAME, LINK) go through the duplicate request cache keyed by client
+//!   address, xid, procedure and a hash of the arguments: a retransmission after
+//!   a reconnect gets the first reply, one that arrives while the first is still
+//!   running is dropped (the client retransmits again).
+//! - The write verifier is the instant the server started; it changes only
+//!   when the server (the daemon) restarts.
+
+use crate::exports::{Exports, FsProvider};
+use crate::mount::{self, MountList};
+use crate::nfs3::{self, args, Ctx, Note};
+use crate::portmap::{self, PortMap};
+use crate::rpc::{self, BadCall, Call, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
+use crate::stats::Stats;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Requests of one connection read but not yet answered.
+pub const MAX_IN_FLIGHT: usize = 16;
+/// Entries of the duplicate request cache.
+const DRC_ENTRIES: usize = 4096;
+/// A reply not written within this time closes the connection.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where to listen.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// NFS, MOUNT and portmap on one port.
+    pub nfs: SocketAddr,
+    /// The portmapper's own port (111), if wanted.
+    pub portmap: Option<SocketAddr>,
+    pub workers: usize,
+    pub max_connections: usize,
+}
+
+impl ServerConfig {
+    pub fn new(nfs: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            nfs,
+            portmap: None,
+            workers: 16,
+            max_connections: 256,
+        }
+    }
+}
+
+type DrcKey = (IpAddr, u32, u32, u64);
+
+#[derive(Default)]
+struct Drc {
+    map: HashMap<DrcKey, Option<Arc<Vec<u8>>>>,
+    order: VecDeque<DrcKey>,
+}
+
+enum DrcState {
+    New,
+    InProgress,
+    Done(Arc<Vec<u8>>),
+}
+
+impl Drc {
+    fn begin(&mut self, key: DrcKey) -> DrcState {
+        match self.map.get(&key) {
+            Some(Some(r)) => return DrcState::Done(r.clone()),
+            Some(None) => return DrcState::InProgress,
+            None => {}
+        }
+        if self.order.len() >= DRC_ENTRIES {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+        self.map.insert(key, None);
+        self.order.push_back(key);
+        DrcState::New
+    }
+    fn finish(&mut self, key: DrcKey, reply: &[u8]) {
+        if let Some(slot) = self.map.get_mut(&key) {
+            *slot = Some(Arc::new(reply.to_vec()));
+        }
+    }
+}
+
+fn non_idempotent(proc_: u32) -> bool {
+    matches!(proc_, 2 | 8..=15)
+}
+
+struct Shared {
+    exports: Exports,
+    mounts: MountList,
+    write_verf: [u8; 8],
+    drc: Mutex<Drc>,
+    stats: Stats,
+    portmap: PortMap,
+    stop: AtomicBool,
+    connections: AtomicUsize,
+    max_connections: usize,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+}
+
+/// One connection's state shared by its reader, the workers and its writer.
+struct Conn {
+    peer: SocketAddr,
+    local: SocketAddr,
+    replies: Sender<Option<Vec<u8>>>,
+    in_flight: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Conn {
+    fn release(&self) {
+        let mut n = self.in_flight.lock();
+        *n = n.saturating_sub(1);
+        self.freed.notify_one();
+    }
+}
+
+struct Job {
+    conn: Arc<Conn>,
+    record: Vec<u8>,
+}
+
+/// A running NFS server.
+pub struct NfsServer {
+    shared: Arc<Shared>,
+    nfs_addr: SocketAddr,
+    portmap_addr: Option<SocketAddr>,
+    portmap_error: Option<String>,
+    threads: Vec<JoinHandle<()>>,
+    jobs: Option<Sender<Job>>,
+}
+
+fn verifier() -> [u8; 8] {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    ns.to_be_bytes()
+}
+
+impl NfsServer {
+    /// Bind the listeners and start serving. A portmapper port that cannot be
+    /// bound is reported by [`NfsServer::portmap_error`], not an error.
+    pub fn start(provider: Arc<dyn FsProvider>, cfg: ServerConfig) -> io::Result<NfsServer> {
+        let nfs = TcpListener::bind(cfg.nfs)?;
+        let nfs_addr = nfs.local_addr()?;
+        let (pm, portmap_error) = match cfg.portmap {
+            Some(a) => match TcpListener::bind(a) {
+                Ok(l) => (Some(l), None),
+                Err(e) => (None, Some(format!("portmapper on {a}: {e}"))),
+            },
+            None => (None, None),
+        };
+        let portmap_addr = match &pm {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            exports: Exports::new(provider),
+            mounts: MountList::default(),
+            write_verf: verifier(),
+            drc: Mutex::new(Drc::default()),
+            stats: Stats::new(),
+            portmap: PortMap {
+                nfs_port: nfs_addr.port(),
+                portmap_port: portmap_addr.map(|a| a.port()),
+            },
+            stop: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            max_connections: cfg.max_connections.max(1),
+            conns: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+        });
+        let (tx, rx) = bounded::<Job>(cfg.max_connections.max(1) * 2);
+        let mut threads = vec![];
+        for i in 0..cfg.workers.max(1) {
+            let (sh, rx) = (shared.clone(), rx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("nfs-worker-{i}"))
+                    .spawn(move || worker(&sh, rx))?,
+            );
+        }
+        for l in std::iter::once(nfs).chain(pm) {
+            let (sh, tx) = (shared.clone(), tx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("nfs-accept".into())
+                    .spawn(move || accept_loop(sh, l, tx))?,
+            );
+        }
+        Ok(NfsServer {
+            shared,
+            nfs_addr,
+            portmap_addr,
+            portmap_error,
+            threads,
+            jobs: Some(tx),
+        })
+    }
+
+    pub fn nfs_addr(&self) -> SocketAddr {
+        self.nfs_addr
+    }
+    pub fn portmap_addr(&self) -> Option<SocketAddr> {
+        self.portmap_addr
+    }
+    pub fn portmap_error(&self) -> Option<&str> {
+        self.portmap_error.as_deref()
+    }
+    pub fn exports(&self) -> &Exports {
+        &self.shared.exports
+    }
+    /// Clients that mounted (address, path).
+    pub fn mounts(&self) -> Vec<(IpAddr, String)> {
+        self.shared.mounts.snapshot()
+    }
+
+    /// Stop serving: close listeners and connections, join every thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.shared.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for a in [Some(self.nfs_addr), self.portmap_addr]
+            .into_iter()
+            .flatten()
+        {
+            let _ = TcpStream::connect_timeout(&a, Duration::from_secs(1));
+        }
+        for (_, s) in self.shared.conns.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.jobs = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for NfsServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(sh: Arc<Shared>, l: TcpListener, jobs: Sender<Job>) {
+    for s in l.incoming() {
+        if sh.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(s) = s else { continue };
+        if sh.connections.load(Ordering::SeqCst) >= sh.max_connections {
+            let _ = s.shutdown(Shutdown::Both);
+            continue;
+        }
+        let (sh2, jobs) = (sh.clone(), jobs.clone());
+        sh.connections.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("nfs-conn".into())
+            .spawn(move || {
+                serve_connection(&sh2, s, jobs);
+                sh2.connections.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            sh.connections.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
+    let (Ok(peer), Ok(local)) = (s.peer_addr(), s.local_addr()) else {
+        return;
+    };
+    let _ = s.set_nodelay(true);
+    let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+    let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
+    let (Ok(mut rd), Ok(wr), Ok(reg)) = (s.try_clone(), s.try_clone(), s.try_clone()) else {
+        return;
+    };
+    sh.conns.lock().insert(id, reg);
+    let (rtx, rrx) = unbounded::<Option<Vec<u8>>>();
+    let conn = Arc::new(Conn {
+        peer,
+        local,
+        replies: rtx,
+        in_flight: Mutex::new(0),
+        freed: Condvar::new(),
+    });
+    let wconn = conn.clone();
+    let writer = std::thread::Builder::new()
+        .name("nfs-writer".into())
+        .spawn(move || write_loop(wr, rrx, &wconn));
+    let mut reader = io::BufReader::with_capacity(256 << 10, &mut rd);
+    while !sh.stop.load(Ordering::SeqCst) {
+        let record = match rpc::read_record(&mut reader, rpc::MAX_RECORD) {
+            Ok(Some(r)) => r,
+            _ => break,
+        };
+        {
+            let mut n = conn.in_flight.lock();
+            while *n >= MAX_IN_FLIGHT {
+                conn.freed.wait_for(&mut n, Duration::from_millis(200));
+                if sh.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            *n += 1;
+        }
+        let job = Job {
+            conn: conn.clone(),
+            record,
+        };
+        if jobs.send(job).is_err() {
+            break;
+        }
+    }
+    let _ = s.shutdown(Shutdown::Read);
+    // Let the writer finish what is in flight, then stop it.
+    {
+        let mut n = conn.in_flight.lock();
+        let deadline = Instant::now() + WRITE_TIMEOUT;
+        while *n > 0 && Instant::now() < deadline && !sh.stop.load(Ordering::SeqCst) {
+            conn.freed.wait_for(&mut n, Duration::from_millis(100));
+        }
+    }
+    let _ = conn.replies.send(None);
+    if let Ok(w) = writer {
+        let _ = w.join();
+    }
+    let _ = s.shutdown(Shutdown::Both);
+    sh.conns.lock().remove(&id);
+}
+
+fn write_loop(mut s: TcpStream, rx: Receiver<Option<Vec<u8>>>, conn: &Conn) {
+    let mut broken = false;
+    while let Ok(Some(reply)) = rx.recv() {
+        if !broken && !reply.is_empty() && rpc::write_record(&mut s, &reply).is_err() {
+            broken = true;
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        conn.release();
+    }
+}
+
+fn worker(sh: &Shared, rx: Receiver<Job>) {
+    while let Ok(job) = rx.recv() {
+        let reply = handle_record(sh, &job.conn, &job.record);
+        // An empty reply still frees the slot (no bytes are written).
+        let _ = job.conn.replies.send(Some(reply.unwrap_or_default()));
+    }
+}
+
+/// The reply to one record (`None`: drop it).
+fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Vec<u8>> {
+    let call = match rpc::decode_call(record) {
+        Ok(c) => c,
+        Err(BadCall::Drop) => return None,
+        Err(BadCall::Reply(xid, e)) => return Some(rpc::error_reply(xid, e)),
+    };
+    let xid = call.xid;
+    let res = catch_unwind(AssertUnwindSafe(|| match call.prog {
+        PROG_NFS if call.vers == 3 => nfs_call(sh, conn, &call),
+        PROG_NFS => Err(RpcError::ProgMismatch { low: 3, high: 3 }),
+        PROG_MOUNT if call.vers == 3 => mount::dispatch(
+            &sh.exports,
+            &sh.mounts,
+            conn.peer.ip(),
+            call.proc_,
+            call.args,
+        )
+        .map(|w| Some(ok_reply(xid, &w.buf))),
+        PROG_MOUNT => Err(RpcError::ProgMismatch { low: 3, high: 3 }),
+        PROG_PORTMAP if (2..=4).contains(&call.vers) => portmap::dispatch(
+            &sh.portmap,
+            conn.local.ip(),
+            call.vers,
+            call.proc_,
+            call.args,
+        )
+        .map(|w| Some(ok_reply(xid, &w.buf))),
+        PROG_PORTMAP => Err(RpcError::ProgMismatch { low: 2, high: 4 }),
+        _ => Err(RpcError::ProgUnavail),
+    }));
+    match res {
+        Ok(Ok(Some(reply))) => Some(reply),
+        Ok(Ok(None)) => None,
+        Ok(Err(e)) => Some(rpc::error_reply(xid, e)),
+        Err(_) => Some(rpc::error_reply(xid, RpcError::SystemErr)),
+    }
+}
+
+fn ok_reply(xid: u32, body: &[u8]) -> Vec<u8> {
+    let mut w = rpc::success(xid);
+    w.buf.extend_from_slice(body);
+    w.buf
+}
+
+fn args_hash(b: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>, RpcError> {
+    let start = Instant::now();
+    let parsed = match args::decode(call.proc_, call.args) {
+        None => return Err(RpcError::ProcUnavail),
+        Some(Err(_)) => return Err(RpcError::GarbageArgs),
+        Some(Ok(a)) => a,
+    };
+    let client = conn.peer.ip();
+    let key = (client, call.xid, call.proc_, args_hash(call.args));
+    if non_idempotent(call.proc_) {
+        match sh.drc.lock().begin(key) {
+            DrcState::New => {}
+            DrcState::InProgress => return Ok(None),
+            DrcState::Done(r) => return Ok(Some(r.to_vec())),
+        }
+    }
+    let ctx = Ctx {
+        exports: &sh.exports,
+        client,
+        cred: &call.cred,
+        write_verf: sh.write_verf,
+        note: std::cell::RefCell::new(Note::default()),
+    };
+    let body = nfs3::dispatch(&ctx, parsed);
+    let reply = ok_reply(call.xid, &body.buf);
+    if non_idempotent(call.proc_) {
+        sh.drc.lock().finish(key, &reply);
+    }
+    let note = ctx.note.into_inner();
+    if let Some((share, obj, parent, name)) = &note.named {
+        sh.stats.name(share, *obj, *parent, name);
+    }
+    sh.stats.record(
+        &client.to_string(),
+        note.share.as_deref(),
+        args::PROC_NAMES[call.proc_ as usize],
+        note.obj,
+        note.bytes,
+        start.elapsed(),
+    );
+    Ok(Some(reply))
+}
