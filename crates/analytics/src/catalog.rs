@@ -70,6 +70,20 @@ pub const CATALOG: &[StatInfo] = &[
         about: "reads, writes and syncs of MySQL files by kind (redo, undo, ...) and table",
     },
     StatInfo {
+        name: "nbd.bytes",
+        dims: &["client", "volume", "op"],
+        unit: "bytes",
+        timed: false,
+        about: "bytes read and written by NBD clients",
+    },
+    StatInfo {
+        name: "nbd.ops",
+        dims: &["client", "volume", "op", "offset"],
+        unit: "ops",
+        timed: true,
+        about: "NBD requests (offset = start of the volume region, for heat maps)",
+    },
+    StatInfo {
         name: "nfs.ops",
         dims: &["client", "op", "file"],
         unit: "ops",

@@ -10,6 +10,7 @@ pub mod scrub;
 pub mod snapshot;
 pub mod store;
 pub mod stream;
+mod volume;
 
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};

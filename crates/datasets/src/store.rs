@@ -1132,6 +1132,11 @@ impl Store {
             st.catalog_dirty = true;
         }
         self.sync()?;
+        if let Some((fs, _)) = full.split_once('@') {
+            if self.sync_volsize(fs)? {
+                self.sync()?;
+            }
+        }
         Ok(())
     }
 
@@ -1208,7 +1213,8 @@ impl Store {
         apply_props(&st.catalog, new_id, &ds);
         st.handles.insert(new_id, ds);
         st.catalog_dirty = true;
-        Ok(())
+        drop(st);
+        self.sync_volsize(new).map(|_| ())
     }
 
     /// Promote a clone: it takes over its origin's snapshots up to and including
@@ -1763,6 +1769,10 @@ impl Store {
                     "volume size must be a multiple of the volume block size ({})",
                     props::format_size(bs)
                 )));
+            }
+            if let Some(r) = self.volsize_change(&st.catalog, &rec, n)? {
+                let d = st.catalog.datasets.get_mut(&rec.id).unwrap();
+                d.props.insert("reservation".into(), r.to_string());
             }
         }
         if prop == "quota" && canon != "none" {
