@@ -30,6 +30,11 @@ python3          test
 attr             test
 chromium         test
 chromium-driver  test
+libnbd-bin       test
+python3-libnbd   test
+qemu-utils       test
+nbdkit           test
+nbdfuse          test
 '
 
 usage() {

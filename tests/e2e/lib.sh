@@ -123,8 +123,9 @@ start_daemon() {
     export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
     DAEMON_STARTS=$((DAEMON_STARTS + 1))
     echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
+    # DAEMON_ARGS (an array, optional): extra `serve` options of a test.
     "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
-        --http 127.0.0.1:0 >>"$ARTIFACTS/daemon.log" 2>&1 &
+        --http 127.0.0.1:0 ${DAEMON_ARGS[@]+"${DAEMON_ARGS[@]}"} >>"$ARTIFACTS/daemon.log" 2>&1 &
     DAEMON_PID=$!
     local i
     for ((i = 0; i < 200; i++)); do

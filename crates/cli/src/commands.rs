@@ -7,7 +7,7 @@
 //! - Paths sent to the daemon are absolute.
 
 use crate::table::Table;
-use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs};
+use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs, ShareCmd};
 use cachalot_daemon::client::{default_home, default_socket, Client};
 use cachalot_daemon::format_size;
 use serde_json::{json, Value};
@@ -128,6 +128,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
+        Cmd::Share(ShareCmd::List { scripted }) => crate::share::list(&mut ctx, scripted),
     }
 }
 
@@ -152,6 +153,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;
+    opts.nbd = a.nbd.clone();
     cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
 }
 

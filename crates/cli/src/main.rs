@@ -13,6 +13,7 @@ mod commands;
 mod debug;
 mod mount;
 mod mysql;
+mod share;
 mod snapshot;
 mod status;
 mod stream;
@@ -88,6 +89,9 @@ pub enum Cmd {
     Mysql(mysql::MysqlCmd),
     /// Benchmarks: sysbench OLTP and fio against targets side by side
     Bench(cachalot_bench::cli::BenchArgs),
+    /// Protocol exports (NBD volumes, ...) and their clients
+    #[command(subcommand)]
+    Share(ShareCmd),
     /// Low-level debugging commands (objects, raw API calls)
     #[command(subcommand, hide = true)]
     Debug(debug::DebugCmd),
@@ -113,6 +117,19 @@ pub struct ServeArgs {
     /// Minutes of per-minute history kept (default one week)
     #[arg(long, value_name = "N", default_value_t = 10_080, value_parser = clap::value_parser!(u64).range(60..=527_040))]
     pub analytics_minutes: u64,
+    /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
+    #[arg(long, value_name = "ADDR")]
+    pub nbd: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ShareCmd {
+    /// List exports: NAME PROTOCOL PATH-OR-TARGET CLIENTS STATE
+    List {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

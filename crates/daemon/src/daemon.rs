@@ -33,8 +33,11 @@ use std::time::Duration;
 
 pub mod analytics;
 mod mounts;
+pub mod nbd;
+mod shares;
 mod snapshots;
 mod streams;
+mod volumes;
 
 pub use streams::{is_stream_op, STREAM_OPS};
 
@@ -66,6 +69,10 @@ pub struct Daemon {
     mounts: Mutex<BTreeMap<String, mounts::MountEntry>>,
     /// Time-series analytics, once started (see `analytics.rs`).
     analytics: std::sync::OnceLock<Arc<analytics::Analytics>>,
+    /// One block device per served volume (see `volumes.rs`).
+    volumes: volumes::Volumes,
+    /// The NBD server, once started (see `nbd.rs`).
+    nbd: std::sync::OnceLock<Arc<cachalot_nbd::NbdServer>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -122,6 +129,7 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("analytics.show", ANALYTICS_ARGS),
     ("analytics.series", ANALYTICS_ARGS),
     ("analytics.heatmap", ANALYTICS_ARGS),
+    ("share.list", &[]),
 ];
 
 const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
@@ -141,6 +149,7 @@ pub const READ_ONLY_OPS: &[&str] = &[
     "analytics.show",
     "analytics.series",
     "analytics.heatmap",
+    "share.list",
 ];
 
 /// True if `op` only reads.
@@ -196,6 +205,8 @@ impl Daemon {
             shutting_down: AtomicBool::new(false),
             mounts: Mutex::new(BTreeMap::new()),
             analytics: std::sync::OnceLock::new(),
+            volumes: volumes::Volumes::default(),
+            nbd: std::sync::OnceLock::new(),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -311,6 +322,7 @@ impl Daemon {
             op if op.starts_with("fs.") => self.fs_op(op, &a),
             op if op.starts_with("snap.") => self.snap_op(op, &a),
             op if op.starts_with("analytics.") => self.analytics_op(op, &a),
+            "share.list" => self.share_list(&a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -321,6 +333,7 @@ impl Daemon {
         if let Some(a) = self.analytics.get() {
             a.stop();
         }
+        self.stop_nbd();
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
         // the next start re-mounts them.
@@ -580,6 +593,7 @@ impl Daemon {
     fn pool_export(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        self.stop_serving(|n| volumes::is_under(n, &name));
         if let Err(e) = self.unmount_pool(Some(&name), false) {
             let _ = self.record_mounts(&name);
             return Err(e);
@@ -603,6 +617,7 @@ impl Daemon {
     fn pool_destroy(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        self.stop_serving(|n| volumes::is_under(n, &name));
         if let Err(e) = self.unmount_pool(Some(&name), false) {
             let _ = self.record_mounts(&name);
             return Err(e);
@@ -788,6 +803,8 @@ impl Daemon {
                 "'{name}' is a pool's root dataset: use 'pool destroy' to destroy it"
             ));
         }
+        // A served volume stops being served first (its clients are disconnected).
+        self.stop_serving(|n| volumes::is_under(n, &name));
         store
             .destroy_dataset(&name, a.bool("recursive")?)
             .map_err(se)?;
@@ -907,6 +924,7 @@ impl Daemon {
         }
         let store = self.ds_or_snap_store(&name)?;
         store.set_prop(&name, &prop, &value).map_err(se)?;
+        self.nbd_revalidate();
         Ok(json!({ "name": name, "property": prop, "value": value }))
     }
 
@@ -916,6 +934,7 @@ impl Daemon {
         proto::validate_prop_name(&prop)?;
         let store = self.ds_store(&name)?;
         store.inherit_prop(&name, &prop).map_err(se)?;
+        self.nbd_revalidate();
         Ok(json!({ "name": name, "property": prop }))
     }
 

@@ -20,6 +20,7 @@ pub const SETTABLE: &[&str] = &[
     "reservation",
     "mountpoint",
     "volsize",
+    "sharenbd",
 ];
 
 /// Read-only (statistics) properties.
@@ -46,6 +47,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "logbias"
             | "primarycache"
             | "mountpoint"
+            | "sharenbd"
     ) || is_user_prop(p)
 }
 
@@ -69,6 +71,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "primarycache" => "all",
         "quota" => "none",
         "reservation" => "none",
+        "sharenbd" => "off",
         _ => return None,
     })
 }
@@ -192,6 +195,12 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                 Err(bad("must be an absolute path, none or legacy"))
             }
         }
+        // Inherited like sharenfs: set on a filesystem, it applies to the volumes
+        // below it (the NBD server serves volumes only).
+        "sharenbd" => match value {
+            "on" | "off" => Ok(value.into()),
+            _ => Err(bad("expected on or off")),
+        },
         "volsize" => {
             if !is_volume {
                 return Err(StoreError::Invalid(
@@ -269,5 +278,8 @@ mod tests {
         assert_eq!(validate("quota", "1G", false).unwrap(), "1073741824");
         assert_eq!(validate("com.example:x", "hello", false).unwrap(), "hello");
         assert!(validate("mountpoint", "relative", false).is_err());
+        assert_eq!(validate("sharenbd", "on", true).unwrap(), "on");
+        assert!(validate("sharenbd", "yes", true).is_err());
+        assert!(is_inheritable("sharenbd"));
     }
 }

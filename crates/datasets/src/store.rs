@@ -1810,6 +1810,12 @@ impl Store {
             st = self.state.lock();
         }
         refresh_props(&st);
+        if prop == "volsize" {
+            drop(st);
+            // Clients see the new size at once and may write past the old end
+            // through the intent log: the size must be durable first.
+            self.sync()?;
+        }
         Ok(())
     }
 
