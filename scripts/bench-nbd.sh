@@ -15,6 +15,8 @@ C=${CACHALOT:-$REPO/target/ci/cachalot}
 OUT=${1:-$(mktemp -d /tmp/bench-nbd.XXXXXX)}
 SIZE=${SIZE:-1024}          # MiB of data per target
 RUNTIME=${RUNTIME:-15}      # seconds per row
+# ROWS="randread 16k,write 1M" runs only those rows.
+IFS=, read -r -a ROWS <<<"${ROWS:-randread 16k,randwrite 16k,read 1M,write 1M}"
 export PATH=/usr/bin:$PATH
 mkdir -p "$OUT"
 WORK=$(mktemp -d /var/tmp/bench-nbd.XXXXXX)
@@ -79,7 +81,7 @@ done
 {
     echo "| row | cachalot | nbdkit file | qemu-nbd | ratio to best peer |"
     echo "|---|---|---|---|---|"
-    for row in "randread 16k" "randwrite 16k" "read 1M" "write 1M"; do
+    for row in "${ROWS[@]}"; do
         read -r rw bs <<<"$row"
         set -- "$rw" "$bs"
         o=$(run "ours-$1-$2" "$OURS" "$1" "$2")

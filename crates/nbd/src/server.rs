@@ -81,6 +81,12 @@ impl Write for Stream {
             Stream::Unix(s) => s.write(b),
         }
     }
+    fn write_vectored(&mut self, b: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write_vectored(b),
+            Stream::Unix(s) => s.write_vectored(b),
+        }
+    }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.flush(),
@@ -247,7 +253,9 @@ impl NbdServer {
         let w = s.try_clone()?;
         let client = self.conns.lock().get(&id).map(|c| c.info.client.clone());
         let observer = self.observer(client.unwrap_or_default(), neg.name.clone(), neg.dev.size());
-        serve(&mut s, w, &neg, WORKERS, observer)
+        // Buffered: a request header costs no system call of its own.
+        let mut r = io::BufReader::with_capacity(64 << 10, s);
+        serve(&mut r, w, &neg, WORKERS, observer)
     }
 
     /// Live connections (client, export).

@@ -203,8 +203,15 @@ fn block_status(
     Ok(out)
 }
 
+/// A serialized reply: its header and, for a read, the data (sent as is, with
+/// no copy into the header's buffer).
+pub struct Reply {
+    pub head: Vec<u8>,
+    pub data: Vec<u8>,
+}
+
 /// Serialize the reply to `req`.
-pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Vec<u8> {
+pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Reply {
     let chunked = structured && matches!(req.kind, CMD_READ | CMD_BLOCK_STATUS);
     if !chunked {
         let (err, data) = match out {
@@ -212,12 +219,11 @@ pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Vec<u8> {
             Outcome::Data(d) => (0, d),
             Outcome::Error(e, _) => (e, Vec::new()),
         };
-        let mut b = Vec::with_capacity(16 + data.len());
+        let mut b = Vec::with_capacity(16);
         b.extend_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
         b.extend_from_slice(&err.to_be_bytes());
         b.extend_from_slice(&req.cookie.to_be_bytes());
-        b.extend_from_slice(&data);
-        return b;
+        return Reply { head: b, data };
     }
     let chunk = |kind: u16, payload_len: usize| {
         let mut b = Vec::with_capacity(20 + payload_len);
@@ -228,12 +234,11 @@ pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Vec<u8> {
         b.extend_from_slice(&(payload_len as u32).to_be_bytes());
         b
     };
-    match out {
+    let head = match out {
         Outcome::Data(d) => {
             let mut b = chunk(REPLY_TYPE_OFFSET_DATA, 8 + d.len());
             b.extend_from_slice(&req.offset.to_be_bytes());
-            b.extend_from_slice(&d);
-            b
+            return Reply { head: b, data: d };
         }
         Outcome::Status(list) => {
             let mut b = chunk(REPLY_TYPE_BLOCK_STATUS, 4 + 8 * list.len());
@@ -253,7 +258,26 @@ pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Vec<u8> {
             b.extend_from_slice(msg);
             b
         }
+    };
+    Reply {
+        head,
+        data: Vec::new(),
     }
+}
+
+/// Write header and data with as few system calls as the stream allows.
+fn write_reply<W: Write>(w: &mut W, r: &Reply) -> io::Result<()> {
+    let (mut a, mut b) = (&r.head[..], &r.data[..]);
+    while !a.is_empty() {
+        let n = w.write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[n - from_a..];
+    }
+    w.write_all(b)
 }
 
 struct Job {
@@ -290,10 +314,10 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
                 None => execute(dev.as_ref(), &job.req, job.payload),
             };
             let error = matches!(out, Outcome::Error(..));
-            let bytes = encode_reply(&job.req, structured, out);
+            let reply = encode_reply(&job.req, structured, out);
             let res = {
                 let mut w = writer.lock();
-                w.write_all(&bytes).and_then(|_| w.flush())
+                write_reply(&mut *w, &reply).and_then(|_| w.flush())
             };
             budget.release(job.charged);
             let len = if job.req.kind == CMD_FLUSH {
