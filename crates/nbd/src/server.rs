@@ -308,10 +308,13 @@ impl NbdServer {
             .map_or(client.as_str(), |(h, _)| h)
             .to_string();
         let region = (size / 64).next_power_of_two().max(1 << 20);
+        // Labels made once per connection, not per request (at most 65 regions).
+        let labels: Vec<String> = (0..=size / region)
+            .map(|i| region_label(i * region))
+            .collect();
         Arc::new(move |op, offset, len, latency, _error| {
-            let start = offset / region * region;
-            let label = region_label(start);
-            ops.record(&[&host, &volume, op, &label], len, latency);
+            let i = ((offset / region) as usize).min(labels.len() - 1);
+            ops.record(&[&host, &volume, op, &labels[i]], len, latency);
             if len > 0 && matches!(op, "read" | "write") {
                 bytes.add(&[&host, &volume, op], 1, len);
             }
