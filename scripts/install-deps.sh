@@ -55,6 +55,10 @@ rpcbind          test
 nfs-ganesha      test
 nfs-ganesha-vfs  test
 tgt              test
+libnbd-bin       test
+python3-libnbd   test
+nbdkit           test
+nbdfuse          test
 '
 
 usage() {

@@ -126,11 +126,14 @@ start_daemon() {
     export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
     DAEMON_STARTS=$((DAEMON_STARTS + 1))
     echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
-    # NFS is off unless a test asks for it (SERVE_ARGS="--nfs 127.0.0.1:PORT ..."),
-    # so parallel tests never fight over port 2049 or 111.
+    # Protocol servers bind only what a test asks for, so tests never fight over
+    # well-known ports: NFS is off unless SERVE_ARGS (a string, e.g.
+    # "--nfs 127.0.0.1:PORT --portmap off") says otherwise; DAEMON_ARGS (an array,
+    # optional) adds more `serve` options.
     # shellcheck disable=SC2086
     "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
-        --http 127.0.0.1:0 ${SERVE_ARGS:---nfs off} >>"$ARTIFACTS/daemon.log" 2>&1 &
+        --http 127.0.0.1:0 ${SERVE_ARGS:---nfs off} ${DAEMON_ARGS[@]+"${DAEMON_ARGS[@]}"} \
+        >>"$ARTIFACTS/daemon.log" 2>&1 &
     DAEMON_PID=$!
     local i
     for ((i = 0; i < 200; i++)); do

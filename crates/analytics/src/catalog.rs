@@ -75,6 +75,16 @@ pub const CATALOG: &[StatInfo] = &[
         unit: "bytes",
         timed: false,
         about: "bytes read and written over NFS",
+        name: "nbd.bytes",
+        dims: &["client", "volume", "op"],
+        about: "bytes read and written by NBD clients",
+    },
+    StatInfo {
+        name: "nbd.ops",
+        dims: &["client", "volume", "op", "offset"],
+        unit: "ops",
+        timed: true,
+        about: "NBD requests (offset = start of the volume region, for heat maps)",
     },
     StatInfo {
         name: "nfs.ops",

@@ -158,6 +158,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;
+    opts.nbd = a.nbd.clone();
     cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
 }
 

@@ -131,6 +131,9 @@ pub struct ServeArgs {
     /// Minutes of per-minute history kept (default one week)
     #[arg(long, value_name = "N", default_value_t = 10_080, value_parser = clap::value_parser!(u64).range(60..=527_040))]
     pub analytics_minutes: u64,
+    /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
+    #[arg(long, value_name = "ADDR")]
+    pub nbd: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,5 +1,4 @@
-//! `cachalot share list [-H]`: every protocol share (NFS now; NBD and iSCSI
-//! add their rows in the daemon) with NAME PROTOCOL PATH-OR-TARGET CLIENTS STATE.
+//! `cachalot share list [-H]`: every protocol share (NFS, NBD, iSCSI) with NAME PROTOCOL PATH-OR-TARGET CLIENTS STATE.
 
 use crate::commands::{CmdResult, Ctx};
 use crate::table::Table;
@@ -28,11 +27,22 @@ pub fn run(ctx: &mut Ctx, cmd: ShareCmd) -> CmdResult {
     );
     for r in rows.as_array().into_iter().flatten() {
         let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+        // NFS names an allow-list (a string); the block protocols list who is
+        // connected (an array, possibly empty).
+        let clients = match r["clients"].as_array() {
+            Some(list) if list.is_empty() => "-".to_string(),
+            Some(list) => list
+                .iter()
+                .filter_map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            None => s("clients"),
+        };
         t.rows.push(vec![
             s("name"),
             s("protocol"),
             s("path"),
-            s("clients"),
+            clients,
             s("state"),
         ]);
     }

@@ -35,9 +35,11 @@ pub mod analytics;
 mod filesystems;
 mod mounts;
 pub mod nfs;
+pub mod nbd;
 mod shares;
 mod snapshots;
 mod streams;
+mod volumes;
 
 pub use streams::{is_stream_op, STREAM_OPS};
 
@@ -73,6 +75,10 @@ pub struct Daemon {
     filesystems: filesystems::Filesystems,
     /// The NFS server, once started (see `nfs.rs`).
     nfs: Mutex<Option<cachalot_nfs::NfsServer>>,
+    /// One block device per served volume (see `volumes.rs`).
+    volumes: volumes::Volumes,
+    /// The NBD server, once started (see `nbd.rs`).
+    nbd: std::sync::OnceLock<Arc<cachalot_nbd::NbdServer>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -207,6 +213,8 @@ impl Daemon {
             analytics: std::sync::OnceLock::new(),
             filesystems: Default::default(),
             nfs: Mutex::new(None),
+            volumes: volumes::Volumes::default(),
+            nbd: std::sync::OnceLock::new(),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -334,6 +342,7 @@ impl Daemon {
             a.stop();
         }
         self.stop_nfs();
+        self.stop_nbd();
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
         // the next start re-mounts them.
@@ -593,6 +602,7 @@ impl Daemon {
     fn pool_export(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        self.stop_serving(|n| volumes::is_under(n, &name));
         if let Err(e) = self.unmount_pool(Some(&name), false) {
             let _ = self.record_mounts(&name);
             return Err(e);
@@ -617,6 +627,7 @@ impl Daemon {
     fn pool_destroy(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
+        self.stop_serving(|n| volumes::is_under(n, &name));
         if let Err(e) = self.unmount_pool(Some(&name), false) {
             let _ = self.record_mounts(&name);
             return Err(e);
@@ -803,6 +814,8 @@ impl Daemon {
                 "'{name}' is a pool's root dataset: use 'pool destroy' to destroy it"
             ));
         }
+        // A served volume stops being served first (its clients are disconnected).
+        self.stop_serving(|n| volumes::is_under(n, &name));
         store
             .destroy_dataset(&name, a.bool("recursive")?)
             .map_err(se)?;
@@ -923,6 +936,7 @@ impl Daemon {
         }
         let store = self.ds_or_snap_store(&name)?;
         store.set_prop(&name, &prop, &value).map_err(se)?;
+        self.nbd_revalidate();
         Ok(json!({ "name": name, "property": prop, "value": value }))
     }
 
@@ -932,6 +946,7 @@ impl Daemon {
         proto::validate_prop_name(&prop)?;
         let store = self.ds_store(&name)?;
         store.inherit_prop(&name, &prop).map_err(se)?;
+        self.nbd_revalidate();
         Ok(json!({ "name": name, "property": prop }))
     }
 

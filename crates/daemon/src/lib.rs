@@ -40,6 +40,10 @@ pub struct ServeOpts {
     pub analytics: daemon::analytics::AnalyticsOpts,
     /// NFS and portmapper addresses.
     pub nfs: daemon::nfs::NfsOpts,
+    /// NBD listen address: None = the default (127.0.0.1:10809, a busy port is
+    /// logged, not fatal), "off" disables NBD (TCP and the unix socket
+    /// `home/nbd.sock`), an address given explicitly must bind.
+    pub nbd: Option<String>,
 }
 
 impl Default for ServeOpts {
@@ -52,6 +56,7 @@ impl Default for ServeOpts {
             arc_max: state::default_arc_max(),
             analytics: daemon::analytics::AnalyticsOpts::default(),
             nfs: daemon::nfs::NfsOpts::default(),
+            nbd: None,
         }
     }
 }
@@ -145,6 +150,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
     } else {
         let _ = std::fs::remove_file(&addr_file);
     }
+    if let Err(e) = start_nbd(&daemon, &opts, &home) {
+        daemon.shutdown();
+        let _ = std::fs::remove_file(&socket);
+        return Err(e);
+    }
     eprintln!("cachalot: serving on {}", socket.display());
     {
         let daemon = daemon.clone();
@@ -162,5 +172,36 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
             })?;
     }
     unix::serve_unix(listener, daemon);
+    Ok(())
+}
+
+/// Start the NBD server as `opts.nbd` says; its address goes to `home/nbd.addr`.
+fn start_nbd(daemon: &Arc<Daemon>, opts: &ServeOpts, home: &std::path::Path) -> anyhow::Result<()> {
+    let addr_file = home.join("nbd.addr");
+    let _ = std::fs::remove_file(&addr_file);
+    let given = opts.nbd.as_deref().map(str::trim);
+    if given == Some("off") || given == Some("none") {
+        return Ok(());
+    }
+    let unix = home.join("nbd.sock");
+    let tcp = given.unwrap_or(daemon::nbd::DEFAULT_NBD_ADDR);
+    let res = match daemon.start_nbd(Some(tcp), Some(&unix)) {
+        Err(e) if given.is_none() => {
+            // The default port may be taken (another server, another daemon):
+            // serve the unix socket only and say so.
+            eprintln!("cachalot: {e}; NBD is served on {} only", unix.display());
+            daemon.start_nbd(None, Some(&unix))
+        }
+        r => r,
+    };
+    match res.map_err(|e| anyhow::anyhow!("{e}"))? {
+        Some(addr) => {
+            eprintln!("nbd listening on {addr} and {}", unix.display());
+            if let Err(e) = state::write_atomic(&addr_file, format!("{addr}\n").as_bytes(), 0o644) {
+                eprintln!("cachalot: {}: {e}", addr_file.display());
+            }
+        }
+        None => eprintln!("nbd listening on {}", unix.display()),
+    }
     Ok(())
 }

@@ -11,6 +11,7 @@ pub mod share;
 pub mod snapshot;
 pub mod store;
 pub mod stream;
+mod volume;
 
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};

@@ -21,6 +21,7 @@ pub const SETTABLE: &[&str] = &[
     "mountpoint",
     "volsize",
     "sharenfs",
+    "sharenbd",
 ];
 
 /// Read-only (statistics) properties.
@@ -48,6 +49,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "primarycache"
             | "mountpoint"
             | "sharenfs"
+            | "sharenbd"
     ) || is_user_prop(p)
 }
 
@@ -72,6 +74,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "quota" => "none",
         "reservation" => "none",
         "sharenfs" => "off",
+        "sharenbd" => "off",
         _ => return None,
     })
 }
@@ -203,6 +206,12 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
             }
             crate::share::canonical_sharenfs(value).map_err(|why| bad(&why))
         }
+        // Inherited like sharenfs: set on a filesystem, it applies to the volumes
+        // below it (the NBD server serves volumes only).
+        "sharenbd" => match value {
+            "on" | "off" => Ok(value.into()),
+            _ => Err(bad("expected on or off")),
+        },
         "volsize" => {
             if !is_volume {
                 return Err(StoreError::Invalid(
@@ -283,5 +292,8 @@ mod tests {
         assert_eq!(validate("sharenfs", "on", false).unwrap(), "on");
         assert!(validate("sharenfs", "rw=1.2.3", false).is_err());
         assert!(validate("sharenfs", "on", true).is_err());
+        assert_eq!(validate("sharenbd", "on", true).unwrap(), "on");
+        assert!(validate("sharenbd", "yes", true).is_err());
+        assert!(is_inheritable("sharenbd"));
     }
 }

@@ -404,7 +404,8 @@ impl Store {
                 return Err(e);
             }
         }
-        // Verified: make it the real dataset.
+        // Verified: make it the real dataset (a volume's size is its object's).
+        let _ = self.sync_volsize(&tmp)?;
         self.snapshot_with_guid(&[format!("{tmp}@{snap_name}")], Some(begin.guid))?;
         if begin.from_guid == 0 {
             if exists {

@@ -1,6 +1,8 @@
 //! `share.list`: every dataset shared over a protocol, one row per share, with
 //! NAME, PROTOCOL, PATH-OR-TARGET, CLIENTS and STATE. One function per protocol
-//! builds its rows (NFS here; NBD and iSCSI add theirs beside it).
+//! builds its rows (NFS here; NBD in `nbd.rs`, iSCSI in `iscsi.rs`). CLIENTS is
+//! what may connect for NFS (the allow-list) and who is connected for the block
+//! protocols (a list of addresses or initiator names).
 //!
 //! Invariant: the rows come from the same property parsing the servers apply
 //! (`cachalot_datasets::share`), so what the list says is what is served.
@@ -13,6 +15,7 @@ use serde_json::{json, Value};
 impl Daemon {
     pub(super) fn share_list(&self) -> OpResult {
         let mut rows = self.nfs_share_rows();
+        rows.extend(self.nbd_share_rows());
         rows.sort_by(|a, b| {
             let k = |v: &Value| {
                 (

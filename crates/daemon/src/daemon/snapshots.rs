@@ -65,6 +65,7 @@ impl Daemon {
             }
             "snap.destroy" => {
                 let name = a.str("name")?;
+                self.stop_serving(|n| n == name);
                 self.snap_store(&name)?
                     .destroy_snapshot(&name)
                     .map_err(se)?;
@@ -72,6 +73,13 @@ impl Daemon {
             }
             "snap.rollback" => {
                 let name = a.str("name")?;
+                // Newer snapshots may go (-r): stop serving the volume's snapshots.
+                let (fs, _) = split_snapshot_name(&name)?;
+                let fs = fs.to_string();
+                self.stop_serving(|n| {
+                    n.strip_prefix(fs.as_str())
+                        .is_some_and(|r| r.starts_with('@'))
+                });
                 self.snap_store(&name)?
                     .rollback(&name, a.bool("recursive")?)
                     .map_err(se)?;

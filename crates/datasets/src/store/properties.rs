@@ -240,6 +240,10 @@ impl Store {
                     props::format_size(bs)
                 )));
             }
+            if let Some(r) = self.volsize_change(&st.catalog, &rec, n)? {
+                let d = st.catalog.datasets.get_mut(&rec.id).unwrap();
+                d.props.insert("reservation".into(), r.to_string());
+            }
         }
         if prop == "quota" && canon != "none" {
             let q: u64 = canon.parse().unwrap_or(0);
@@ -276,6 +280,12 @@ impl Store {
             st = self.state.lock();
         }
         refresh_props(&st);
+        if prop == "volsize" {
+            drop(st);
+            // Clients see the new size at once and may write past the old end
+            // through the intent log: the size must be durable first.
+            self.sync()?;
+        }
         Ok(())
     }
 

@@ -165,6 +165,11 @@ impl Store {
             st.catalog_dirty = true;
         }
         self.sync()?;
+        if let Some((fs, _)) = full.split_once('@') {
+            if self.sync_volsize(fs)? {
+                self.sync()?;
+            }
+        }
         Ok(())
     }
 
@@ -241,7 +246,8 @@ impl Store {
         apply_props(&st.catalog, new_id, &ds);
         st.handles.insert(new_id, ds);
         st.catalog_dirty = true;
-        Ok(())
+        drop(st);
+        self.sync_volsize(new).map(|_| ())
     }
 
     /// Promote a clone: it takes over its origin's snapshots up to and including
