@@ -75,8 +75,12 @@ pub const CATALOG: &[StatInfo] = &[
         unit: "bytes",
         timed: false,
         about: "bytes read and written over NFS",
+    },
+    StatInfo {
         name: "nbd.bytes",
         dims: &["client", "volume", "op"],
+        unit: "bytes",
+        timed: false,
         about: "bytes read and written by NBD clients",
     },
     StatInfo {
