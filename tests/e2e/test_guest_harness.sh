@@ -4,7 +4,7 @@
 # two guest boots: SCRIPT's arguments and environment arrive intact; its stdout and
 # stderr come back, markers stripped, the last line even without a newline; its
 # exit status is returned; host files are visible, --share is writable, other
-# writes stay in the guest; xfs and loop load on demand; a server on the host's
+# writes stay in the guest; ext4 and loop load on demand; a server on the host's
 # 127.0.0.1 is reached at 10.0.2.2 (and sees 127.0.0.1); and a guest past
 # --timeout is killed (124). --tap is checked by test_guest_two_clients.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/guest_lib.sh"
@@ -42,11 +42,12 @@ cat "$T/err" >&2
 assert_eq "$rc" 7 "the script's exit status"
 for want in out-line err-line 'arg[one]' 'arg[two words]' 'arg[*]' "env[$TRICKY]" \
     "host=10.0.2.2 guest=1 name=harness-guest pwd=$PWD" 'host-file[hello from the host]' \
-    'overlay-write ok' xfs-mounted 'reply[pong: ping from 127.0.0.1]'; do
+    'overlay-write ok' ext4-mounted 'reply[pong: ping from 127.0.0.1]'; do
     assert_contains "$out" "$want" "guest output"
 done
 assert_eq "$(printf '%s\n' "$out" | tail -n 1)" no-newline "last line without a newline"
 [[ $out != *@@CACHALOT* ]] || fail "a marker leaked into the output"
+[[ $out != *"ext4 was loaded at boot"* ]] || fail "ext4 should load on demand, not at boot"
 assert_contains "$(cat "$T/err")" "harness.sh exited with 7" "runner's summary"
 assert_eq "$(cat "$T/share/written" 2>/dev/null)" from-guest "file written to --share"
 [[ ! -e $T/host-file.guest-copy ]] || fail "a write outside --share reached the host"

@@ -11,13 +11,14 @@ echo "host=$GUEST_HOST guest=$CACHALOT_GUEST name=$(hostname) pwd=$PWD"
 echo "host-file[$(cat "$HOST_FILE")]"
 echo from-guest >"$SHARE/written"
 echo overlay >"$HOST_FILE.guest-copy" && echo "overlay-write ok"
-# xfs and loop are loaded on first use (the kernel's request_module and busybox
-# modprobe on PATH).
+# ext4 and loop are loaded on first use (the kernel's request_module and busybox
+# modprobe on PATH); xfs the same way in test_guest_clients.sh's iscsi part.
+grep -q '^ext4 ' /proc/modules && echo "ext4 was loaded at boot"
 modprobe loop
-truncate -s 300M /tmp/fs.img
-mkfs.xfs -q /tmp/fs.img
+truncate -s 32M /tmp/fs.img
+mkfs.ext4 -q -F /tmp/fs.img
 mkdir -p /mnt/x
-mount -o loop /tmp/fs.img /mnt/x && grep -q '^xfs ' /proc/modules && echo "xfs-mounted"
+mount -o loop /tmp/fs.img /mnt/x && grep -q '^ext4 ' /proc/modules && echo "ext4-mounted"
 umount /mnt/x
 # A server on the host's 127.0.0.1, reached at 10.0.2.2.
 exec 3<>"/dev/tcp/$GUEST_HOST/$ECHO_PORT"
