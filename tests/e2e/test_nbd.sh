@@ -163,6 +163,17 @@ except nbd.Error as e:
     assert e.errnum == errno.EPERM, e.errnum
 '
 
+note "clones and received copies of a volume are volumes with its contents"
+assert_ok "$C" clone tank/vol@s1 tank/clone
+assert_ok "$C" send tank/vol@s1 >"$TMP/vol.stream"
+assert_ok "$C" receive tank/copy <"$TMP/vol.stream"
+for v in tank/clone tank/copy; do
+    assert_eq "$("$C" get -Hp volsize "$v" | cut -f3)" 268435456 "$v volsize"
+    assert_ok nbdsh -u "$(nbd_uri "$v")" -c 'assert h.pread(8, 0) == b"snapsnap"; assert not h.is_read_only()'
+done
+assert_ok "$C" destroy tank/clone
+assert_ok "$C" destroy -r tank/copy
+
 note "online grow: new connections see the new size"
 assert_ok "$C" set volsize=512M tank/vol
 assert_contains "$(assert_ok nbdinfo "$U")" "export-size: 536870912" "grown volume"

@@ -406,3 +406,42 @@ fn concurrent_writers_on_one_device() {
     );
     assert_eq!(ext[1].kind, ExtentKind::Hole);
 }
+
+#[test]
+fn a_grown_volume_and_a_write_past_the_old_end_survive_a_power_cut() {
+    let power = cachalot_pool::Power::new();
+    let dev = SimDevice::on_power("d0", vec![0; 96 << 20], power.clone());
+    let store = Store::create_on_devices(
+        "tank",
+        vec![Arc::new(dev.clone()) as Arc<dyn BlockDevice>],
+        false,
+        opts(),
+    )
+    .unwrap();
+    let vol = volume(&store, "tank/vol", 4 << 20, true);
+    store.sync().unwrap();
+    store.set_prop("tank/vol", "volsize", "8M").unwrap();
+    let data = Rng(3).bytes(BS as usize);
+    vol.write(6 << 20, &data, true).unwrap();
+    power.cut_now();
+    let image = dev.crash_image(|| false);
+    drop(vol);
+    drop(store);
+    let store = Store::import_devices(
+        vec![Arc::new(SimDevice::from_image("d0", image)) as Arc<dyn BlockDevice>],
+        opts(),
+    )
+    .unwrap();
+    let vol = Zvol::open(store.clone(), store.dataset("tank/vol").unwrap()).unwrap();
+    assert_eq!(
+        vol.size(),
+        8 << 20,
+        "the grow was committed before set returned"
+    );
+    assert_eq!(prop(&store, "tank/vol", "volsize"), 8 << 20);
+    assert_eq!(
+        vol.read(6 << 20, data.len()).unwrap(),
+        data,
+        "FUA write past the old end"
+    );
+}

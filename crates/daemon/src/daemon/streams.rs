@@ -122,6 +122,12 @@ impl Daemon {
             Err(e) => return write_response(out, &Response::err(e)),
         };
         write_response(out, &Response::ok(Value::Null))?;
+        // A receive may destroy snapshots of a served volume (-F, or a full stream
+        // replacing it): stop serving them first. The head follows by name.
+        self.stop_serving(|n| {
+            n.strip_prefix(name.as_str())
+                .is_some_and(|r| r.starts_with('@'))
+        });
         let mut frames = FrameReader::new(input);
         let received = guarded("receive", || {
             store
