@@ -41,6 +41,9 @@ use std::time::{Duration, Instant};
 pub const MAX_IN_FLIGHT: usize = 16;
 /// Entries of the duplicate request cache.
 const DRC_ENTRIES: usize = 4096;
+/// How long a reply is kept for retransmissions (a client retries within
+/// seconds; an older entry with the same key is a new request that reused an xid).
+const DRC_TTL: Duration = Duration::from_secs(120);
 /// A reply not written within this time closes the connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -67,10 +70,12 @@ impl ServerConfig {
 }
 
 type DrcKey = (IpAddr, u32, u32, u64);
+/// When the call arrived, and its reply once there is one.
+type DrcEntry = (Instant, Option<Arc<Vec<u8>>>);
 
 #[derive(Default)]
 struct Drc {
-    map: HashMap<DrcKey, Option<Arc<Vec<u8>>>>,
+    map: HashMap<DrcKey, DrcEntry>,
     order: VecDeque<DrcKey>,
 }
 
@@ -83,8 +88,12 @@ enum DrcState {
 impl Drc {
     fn begin(&mut self, key: DrcKey) -> DrcState {
         match self.map.get(&key) {
-            Some(Some(r)) => return DrcState::Done(r.clone()),
-            Some(None) => return DrcState::InProgress,
+            Some((t, _)) if t.elapsed() > DRC_TTL => {
+                self.map.insert(key, (Instant::now(), None));
+                return DrcState::New;
+            }
+            Some((_, Some(r))) => return DrcState::Done(r.clone()),
+            Some((_, None)) => return DrcState::InProgress,
             None => {}
         }
         if self.order.len() >= DRC_ENTRIES {
@@ -92,13 +101,13 @@ impl Drc {
                 self.map.remove(&old);
             }
         }
-        self.map.insert(key, None);
+        self.map.insert(key, (Instant::now(), None));
         self.order.push_back(key);
         DrcState::New
     }
     fn finish(&mut self, key: DrcKey, reply: &[u8]) {
         if let Some(slot) = self.map.get_mut(&key) {
-            *slot = Some(Arc::new(reply.to_vec()));
+            slot.1 = Some(Arc::new(reply.to_vec()));
         }
     }
 }
