@@ -22,6 +22,7 @@ pub mod load;
 pub mod mount;
 pub mod nfs3;
 pub mod portmap;
+pub mod queue;
 pub mod rpc;
 pub mod server;
 pub mod stats;

@@ -315,7 +315,13 @@ mod tests {
         );
         let g = parse_target("g=127.0.0.1:20:21/srv/export").unwrap();
         assert_eq!((g.nfs.port(), g.mount.port(), g.pid), (20, 21, None));
-        for bad in ["x", "=1.2.3.4:1/a", "n=host/a", "n=1.2.3.4:1", "n=1.2.3.4:1/a@x"] {
+        for bad in [
+            "x",
+            "=1.2.3.4:1/a",
+            "n=host/a",
+            "n=1.2.3.4:1",
+            "n=1.2.3.4:1/a@x",
+        ] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }
     }
