@@ -63,6 +63,29 @@ pub enum BenchCmd {
     Mysql(Box<MysqlArgs>),
     /// fio: 16K random read/write, 4K write+fdatasync latency, 1M sequential I/O
     Fio(FioArgs),
+    /// NFSv3 load generator: streaming and IOPS rows against NFS servers side by side
+    Nfs(NfsArgs),
+}
+
+/// `cachalot bench nfs --target NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]...`
+#[derive(Args, Debug)]
+pub struct NfsArgs {
+    /// An NFSv3 server and export, as NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]
+    /// (PID: the server process, for CPU per operation); the first is the baseline
+    #[arg(long = "target", required = true, num_args = 1.., value_parser = cachalot_nfs::load::parse_target)]
+    pub targets: Vec<cachalot_nfs::load::Target>,
+    /// Connections, each with one request in flight
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Seconds per timed row
+    #[arg(long, default_value_t = 5)]
+    pub time: u64,
+    /// Bytes each connection writes and reads back in the streaming rows
+    #[arg(long, default_value = "256M", value_parser = size_arg)]
+    pub stream: u64,
+    /// Bytes of each connection's file used by the random rows
+    #[arg(long, default_value = "64M", value_parser = size_arg)]
+    pub file: u64,
 }
 
 /// Targets and outputs, common to both studies.
@@ -217,9 +240,21 @@ impl FioArgs {
 
 /// Run `cachalot bench ...`.
 pub fn run(a: BenchArgs) -> Result<()> {
+    if let BenchCmd::Nfs(n) = &a.cmd {
+        let opts = cachalot_nfs::load::LoadOptions {
+            threads: n.threads.clamp(1, 256),
+            seconds: n.time.clamp(1, 3600),
+            stream_bytes: n.stream.max(1 << 20),
+            file_bytes: n.file.max(1 << 20),
+        };
+        let table = cachalot_nfs::load::run(&n.targets, &opts).map_err(anyhow::Error::msg)?;
+        print!("{table}");
+        return Ok(());
+    }
     let r: Result<Outcome> = match &a.cmd {
         BenchCmd::Mysql(m) => mysql_study::run(m.options()),
         BenchCmd::Fio(f) => fio_study::run(f.options()),
+        BenchCmd::Nfs(_) => return Ok(()),
     };
     match r {
         Ok(o) => {

@@ -125,6 +125,18 @@ pub struct Entry {
     pub handle: Option<Vec<u8>>,
 }
 
+/// A fresh starting xid per connection (time and a counter), as real clients
+/// do: a server's duplicate request cache would answer a new connection that
+/// reused an old xid with an old reply.
+fn initial_xid() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) as u64;
+    ((t ^ (t >> 32)) as u32).wrapping_add((n as u32).wrapping_mul(0x9e37_79b9))
+}
+
 /// A client connection.
 pub struct Client {
     stream: TcpStream,
@@ -139,7 +151,7 @@ impl Client {
         stream.set_read_timeout(Some(Duration::from_secs(60)))?;
         Ok(Client {
             stream,
-            xid: 1,
+            xid: initial_xid(),
             cred: Cred::Sys {
                 uid: 0,
                 gid: 0,

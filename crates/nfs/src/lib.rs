@@ -12,14 +12,17 @@
 //! - `stats`: `nfs.ops` and `nfs.bytes` analytics.
 //! - `client`: a small synchronous client (tests, benchmarks).
 //! - `fuzz`: the entry point of the decoder fuzz target.
+//! - `load`: the `cachalot bench nfs` load generator.
 
 pub mod client;
 pub mod exports;
 pub mod fuzz;
 pub mod handle;
+pub mod load;
 pub mod mount;
 pub mod nfs3;
 pub mod portmap;
+pub mod queue;
 pub mod rpc;
 pub mod server;
 pub mod stats;

@@ -23,9 +23,9 @@ use crate::exports::{Exports, FsProvider};
 use crate::mount::{self, MountList};
 use crate::nfs3::{self, args, Ctx, Note};
 use crate::portmap::{self, PortMap};
+use crate::queue::Queue;
 use crate::rpc::{self, BadCall, Call, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
 use crate::stats::Stats;
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -41,6 +41,9 @@ use std::time::{Duration, Instant};
 pub const MAX_IN_FLIGHT: usize = 16;
 /// Entries of the duplicate request cache.
 const DRC_ENTRIES: usize = 4096;
+/// How long a reply is kept for retransmissions (a client retries within
+/// seconds; an older entry with the same key is a new request that reused an xid).
+const DRC_TTL: Duration = Duration::from_secs(120);
 /// A reply not written within this time closes the connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -67,10 +70,12 @@ impl ServerConfig {
 }
 
 type DrcKey = (IpAddr, u32, u32, u64);
+/// When the call arrived, and its reply once there is one.
+type DrcEntry = (Instant, Option<Arc<Vec<u8>>>);
 
 #[derive(Default)]
 struct Drc {
-    map: HashMap<DrcKey, Option<Arc<Vec<u8>>>>,
+    map: HashMap<DrcKey, DrcEntry>,
     order: VecDeque<DrcKey>,
 }
 
@@ -83,8 +88,12 @@ enum DrcState {
 impl Drc {
     fn begin(&mut self, key: DrcKey) -> DrcState {
         match self.map.get(&key) {
-            Some(Some(r)) => return DrcState::Done(r.clone()),
-            Some(None) => return DrcState::InProgress,
+            Some((t, _)) if t.elapsed() > DRC_TTL => {
+                self.map.insert(key, (Instant::now(), None));
+                return DrcState::New;
+            }
+            Some((_, Some(r))) => return DrcState::Done(r.clone()),
+            Some((_, None)) => return DrcState::InProgress,
             None => {}
         }
         if self.order.len() >= DRC_ENTRIES {
@@ -92,13 +101,13 @@ impl Drc {
                 self.map.remove(&old);
             }
         }
-        self.map.insert(key, None);
+        self.map.insert(key, (Instant::now(), None));
         self.order.push_back(key);
         DrcState::New
     }
     fn finish(&mut self, key: DrcKey, reply: &[u8]) {
         if let Some(slot) = self.map.get_mut(&key) {
-            *slot = Some(Arc::new(reply.to_vec()));
+            slot.1 = Some(Arc::new(reply.to_vec()));
         }
     }
 }
@@ -125,7 +134,7 @@ struct Shared {
 struct Conn {
     peer: SocketAddr,
     local: SocketAddr,
-    replies: Sender<Option<Vec<u8>>>,
+    replies: Queue<Option<Vec<u8>>>,
     in_flight: Mutex<usize>,
     freed: Condvar,
 }
@@ -150,7 +159,7 @@ pub struct NfsServer {
     portmap_addr: Option<SocketAddr>,
     portmap_error: Option<String>,
     threads: Vec<JoinHandle<()>>,
-    jobs: Option<Sender<Job>>,
+    jobs: Arc<Queue<Job>>,
 }
 
 fn verifier() -> [u8; 8] {
@@ -193,18 +202,18 @@ impl NfsServer {
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
         });
-        let (tx, rx) = bounded::<Job>(cfg.max_connections.max(1) * 2);
+        let jobs = Arc::new(Queue::<Job>::new(cfg.max_connections.max(1) * 2));
         let mut threads = vec![];
         for i in 0..cfg.workers.max(1) {
-            let (sh, rx) = (shared.clone(), rx.clone());
+            let (sh, rx) = (shared.clone(), jobs.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("nfs-worker-{i}"))
-                    .spawn(move || worker(&sh, rx))?,
+                    .spawn(move || worker(&sh, &rx))?,
             );
         }
         for l in std::iter::once(nfs).chain(pm) {
-            let (sh, tx) = (shared.clone(), tx.clone());
+            let (sh, tx) = (shared.clone(), jobs.clone());
             threads.push(
                 std::thread::Builder::new()
                     .name("nfs-accept".into())
@@ -217,7 +226,7 @@ impl NfsServer {
             portmap_addr,
             portmap_error,
             threads,
-            jobs: Some(tx),
+            jobs,
         })
     }
 
@@ -256,7 +265,7 @@ impl NfsServer {
         for (_, s) in self.shared.conns.lock().drain() {
             let _ = s.shutdown(Shutdown::Both);
         }
-        self.jobs = None;
+        self.jobs.close();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -269,7 +278,7 @@ impl Drop for NfsServer {
     }
 }
 
-fn accept_loop(sh: Arc<Shared>, l: TcpListener, jobs: Sender<Job>) {
+fn accept_loop(sh: Arc<Shared>, l: TcpListener, jobs: Arc<Queue<Job>>) {
     for s in l.incoming() {
         if sh.stop.load(Ordering::SeqCst) {
             break;
@@ -293,7 +302,7 @@ fn accept_loop(sh: Arc<Shared>, l: TcpListener, jobs: Sender<Job>) {
     }
 }
 
-fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
+fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
     let (Ok(peer), Ok(local)) = (s.peer_addr(), s.local_addr()) else {
         return;
     };
@@ -304,18 +313,18 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
         return;
     };
     sh.conns.lock().insert(id, reg);
-    let (rtx, rrx) = unbounded::<Option<Vec<u8>>>();
     let conn = Arc::new(Conn {
         peer,
         local,
-        replies: rtx,
+        // Never full: at most MAX_IN_FLIGHT replies plus the stop marker.
+        replies: Queue::new(MAX_IN_FLIGHT + 2),
         in_flight: Mutex::new(0),
         freed: Condvar::new(),
     });
     let wconn = conn.clone();
     let writer = std::thread::Builder::new()
         .name("nfs-writer".into())
-        .spawn(move || write_loop(wr, rrx, &wconn));
+        .spawn(move || write_loop(wr, &wconn));
     let mut reader = io::BufReader::with_capacity(256 << 10, &mut rd);
     while !sh.stop.load(Ordering::SeqCst) {
         let record = match rpc::read_record(&mut reader, rpc::MAX_RECORD) {
@@ -336,7 +345,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
             conn: conn.clone(),
             record,
         };
-        if jobs.send(job).is_err() {
+        if !jobs.push(job) {
             break;
         }
     }
@@ -349,7 +358,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
             conn.freed.wait_for(&mut n, Duration::from_millis(100));
         }
     }
-    let _ = conn.replies.send(None);
+    conn.replies.push(None);
     if let Ok(w) = writer {
         let _ = w.join();
     }
@@ -357,9 +366,9 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Sender<Job>) {
     sh.conns.lock().remove(&id);
 }
 
-fn write_loop(mut s: TcpStream, rx: Receiver<Option<Vec<u8>>>, conn: &Conn) {
+fn write_loop(mut s: TcpStream, conn: &Conn) {
     let mut broken = false;
-    while let Ok(Some(reply)) = rx.recv() {
+    while let Some(Some(reply)) = conn.replies.pop() {
         if !broken && !reply.is_empty() && rpc::write_record(&mut s, &reply).is_err() {
             broken = true;
             let _ = s.shutdown(Shutdown::Both);
@@ -368,11 +377,11 @@ fn write_loop(mut s: TcpStream, rx: Receiver<Option<Vec<u8>>>, conn: &Conn) {
     }
 }
 
-fn worker(sh: &Shared, rx: Receiver<Job>) {
-    while let Ok(job) = rx.recv() {
+fn worker(sh: &Shared, jobs: &Queue<Job>) {
+    while let Some(job) = jobs.pop() {
         let reply = handle_record(sh, &job.conn, &job.record);
         // An empty reply still frees the slot (no bytes are written).
-        let _ = job.conn.replies.send(Some(reply.unwrap_or_default()));
+        job.conn.replies.push(Some(reply.unwrap_or_default()));
     }
 }
 

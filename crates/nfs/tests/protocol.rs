@@ -298,6 +298,14 @@ fn access_follows_mode_and_caller() {
     let bits = c.access(&root, all).unwrap();
     assert_eq!(bits & (ACCESS_LOOKUP | ACCESS_MODIFY), ACCESS_LOOKUP);
     assert_eq!(st(c.create_file(&root, "mine", 0o644)), NFS3ERR_ACCES);
+    // A write by another user drops set-user-id.
+    c.as_user(0, 0);
+    let (s, _) = c.create_file(&root, "suid", 0o4777).unwrap();
+    assert_eq!(c.getattr(&s).unwrap().mode, 0o4777);
+    c.as_user(1000, 1000);
+    c.write(&s, 0, b"x", 2).unwrap();
+    assert_eq!(c.getattr(&s).unwrap().mode, 0o777);
+    c.as_user(2000, 2000);
     assert_eq!(
         st(c.setattr(
             &f,

@@ -361,3 +361,35 @@ fn truncated_and_oversized_records_close_only_their_connection() {
     drop(hang);
     good.getattr(&root).unwrap();
 }
+
+#[test]
+fn a_client_that_never_reads_replies_stalls_only_itself() {
+    let env = env("rw=127.0.0.1,no_root_squash");
+    let (mut c, root) = env.mounted();
+    let (f, _) = c.create_file(&root, "big", 0o644).unwrap();
+    c.write(&f, 0, &vec![7u8; 1 << 20], 0).unwrap();
+    // 200 one-MiB READs sent, no reply read: its writer blocks on a full socket.
+    let mut greedy = TcpStream::connect(env.addr()).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut a = Writer::new();
+    a.opaque(&f).u64(0).u32(1 << 20);
+    for xid in 0..200 {
+        let msg = rpc::encode_call(xid, PROG_NFS, 3, 6, &Cred::None, &a.buf);
+        let mut rec = Vec::new();
+        rpc::write_record(&mut rec, &msg).unwrap();
+        if greedy.write_all(&rec).is_err() {
+            break; // the server stopped reading: its in-flight limit is reached
+        }
+    }
+    // Everyone else is served (a stall would end in the client's read timeout),
+    // more requests than the worker pool has threads.
+    for _ in 0..64 {
+        let (data, _) = c.read(&f, 0, 4096).unwrap();
+        assert_eq!(data.len(), 4096);
+    }
+    let mut other = env.client();
+    other.getattr(&root).unwrap();
+    drop(greedy);
+}

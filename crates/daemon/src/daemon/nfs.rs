@@ -105,7 +105,10 @@ impl Daemon {
 
     /// Stop serving NFS (shutdown).
     pub(super) fn stop_nfs(&self) {
-        if let Some(s) = self.nfs.lock().take() {
+        // Take the server out first: stopping joins its workers, which must not
+        // wait for this lock.
+        let server = self.nfs.lock().take();
+        if let Some(s) = server {
             s.stop();
             let _ = std::fs::remove_file(self.home.join("nfs.addr"));
         }

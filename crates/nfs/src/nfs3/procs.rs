@@ -304,8 +304,11 @@ fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8
             }
             let (fs, a) = n.obj()?;
             let data = &data[..count as usize];
-            fs.write(a.ino, off, data, n.user.uid != 0)
-                .map_err(status)?;
+            // A write by anyone but root drops set-user/group-id bits (as the
+            // kernel asks over FUSE); asked only when there are some, because it
+            // rewrites the inode on every write.
+            let kill_suid = n.user.uid != 0 && a.mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+            fs.write(a.ino, off, data, kill_suid).map_err(status)?;
             if stable != UNSTABLE {
                 fs.fsync().map_err(status)?;
             }
