@@ -117,7 +117,20 @@ if ((${#missing[@]} > 0)); then
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
         --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}"
-    for pkg in "${missing[@]}"; do
+    # An install can remove a wanted package that was already there: on a machine
+    # with qemu-utils 10 from backports, qemu-block-extra pulls Debian 12's QEMU 7.2,
+    # which Breaks it. Install whatever is gone once more (the matching version),
+    # then require every wanted package.
+    gone=()
+    for pkg in "${wanted[@]}"; do
+        is_installed "$pkg" || gone+=("$pkg")
+    done
+    if ((${#gone[@]} > 0)); then
+        log "installing again what the first install removed: ${gone[*]}"
+        "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends -o Dpkg::Use-Pty=0 "${gone[@]}"
+    fi
+    for pkg in "${wanted[@]}"; do
         is_installed "$pkg" || {
             log "package $pkg is still not installed"
             exit 1
