@@ -30,7 +30,11 @@ use std::time::{Duration, Instant};
 /// Commands the initiator may have outstanding (MaxCmdSN - ExpCmdSN + 1).
 pub const CMD_WINDOW: u32 = 64;
 /// Largest Data-Out a command may ask for (bytes).
-const MAX_DATA_OUT: u64 = 16 << 20;
+const MAX_DATA_OUT: u64 = 32 << 20;
+/// Most Data-Out bytes buffered for all waiting commands of one connection; beyond
+/// it a new write gets TASK SET FULL (the initiator retries).
+const MAX_BUFFERED: u64 = 64 << 20;
+const STATUS_TASK_SET_FULL: u8 = 0x28;
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -456,8 +460,13 @@ impl<'a> Conn<'a> {
         }
         if answer.is_none() && spdtl > 0 {
             let c = cmd.clone().expect("checked");
+            let buffered: u64 = self.tasks.values().map(|t| t.want as u64).sum();
             if spdtl > MAX_DATA_OUT {
                 answer = early(Sense::PARAM_LIST_LENGTH.into());
+            } else if buffered + spdtl.min(edtl as u64) > MAX_BUFFERED {
+                let mut full = Outcome::good();
+                full.status = STATUS_TASK_SET_FULL;
+                answer = early(full);
             } else {
                 // EDTL < SCSI length: process normally but move only EDTL bytes, with
                 // an overflow residual (FCP-4 9.4.2 a), as libiscsi's suite expects);
@@ -473,7 +482,7 @@ impl<'a> Conn<'a> {
                     edtl,
                     want,
                     residual,
-                    buf: vec![0u8; want as usize],
+                    buf: Vec::new(),
                     received: 0,
                     unsolicited,
                     r2t: None,
@@ -511,9 +520,10 @@ impl<'a> Conn<'a> {
             ));
         }
         if !t.discard && t.received < t.want {
+            // Data arrives in order (DataPDUInOrder=Yes, checked): the buffer grows
+            // with what was really received, never with what was announced.
             let n = data.len().min((t.want - t.received) as usize);
-            let at = t.received as usize;
-            t.buf[at..at + n].copy_from_slice(&data[..n]);
+            t.buf.extend_from_slice(&data[..n]);
         }
         t.received = end as u32;
         Ok(())

@@ -28,8 +28,10 @@ pub const KEY_MISCOMPARE: u8 = 0x0e;
 
 /// Logical block size presented to initiators.
 pub const LBS: u64 = 512;
-/// Largest transfer in one command (Block Limits VPD), in logical blocks: 8 MiB.
-pub const MAX_XFER_BLOCKS: u32 = 16384;
+/// Largest transfer in one command (Block Limits VPD), in logical blocks: 32 MiB
+/// (libiscsi's WriteSame16.Unmap writes 65536 blocks in one WRITE(16) regardless of
+/// the advertised limit).
+pub const MAX_XFER_BLOCKS: u32 = 65536;
 /// Largest WRITE SAME and UNMAP in one command, in logical blocks (1 GiB).
 pub const MAX_WS_BLOCKS: u64 = 1 << 21;
 pub const MAX_UNMAP_DESCRIPTORS: usize = 256;
