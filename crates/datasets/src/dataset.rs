@@ -247,6 +247,41 @@ impl Dataset {
         Ok(())
     }
 
+    /// Make `[off, off + len)` of object `obj` read as zeros; whole records
+    /// become holes whose blocks are freed at the next commit (a volume's discard).
+    ///
+    /// Durability: the punch is not written to the intent log. Instead it marks
+    /// the dataset as structurally changed (`note_meta`), so the next `fsync`
+    /// commits a transaction group rather than only the log. Chosen over a new
+    /// log record because discards come rarely and in batches (mkfs, fstrim, a
+    /// file system's delete), a txg commit at the following flush costs little
+    /// for them, and it leaves the log's on-disk format unchanged. A crash before
+    /// that flush loses the punch (the range reads its old data), as it may lose
+    /// any write that was not flushed. `sync=always` commits at once.
+    pub fn punch(&self, obj: u64, off: u64, len: u64) -> Result<()> {
+        let s = self.store_rw()?;
+        s.throttle()?;
+        let t0 = std::time::Instant::now();
+        {
+            let _txg = self.objset.hold_txg();
+            self.objset.punch(obj, off, len)?;
+            // Inside the hold: the txg noted is the one holding the punch.
+            self.note_meta();
+        }
+        s.dirty.fetch_add(4096, Ordering::Relaxed);
+        if self.sync_policy() == SyncPolicy::Always {
+            s.sync()?;
+        }
+        self.ops.record(&[&self.name(), "punch"], len, t0.elapsed());
+        Ok(())
+    }
+
+    /// True once the dataset was destroyed or replaced by a rollback: a holder
+    /// should look the dataset up again by name.
+    pub fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
     fn write_inner(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
         let s = self.store_rw()?;
         self.reserve(&s, data.len() as u64)?;

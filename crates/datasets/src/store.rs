@@ -958,7 +958,11 @@ impl Store {
         if is_volume {
             let ds = st.handles[&id].clone();
             drop(st);
-            let obj = ds.objset.create_object(crate::dataset::OTYPE_VOLUME)?;
+            // Records of volblocksize from the start: a volume never grows from
+            // one small block the way a file does.
+            let obj = ds
+                .objset
+                .create_object_sized(crate::dataset::OTYPE_VOLUME, volblocksize.unwrap_or(16384))?;
             ds.objset.truncate(obj, volsize.unwrap())?;
         }
         Ok(())

@@ -619,13 +619,94 @@ impl ObjectSet {
                 let Some(r) = self.get_record(st, blkid, cache_data)? else {
                     continue;
                 };
+                let range = (off.max(a) - a) as usize..(end.min(z) - a) as usize;
+                if r[range.clone()].iter().all(|b| *b == 0) {
+                    // Already zeros (a punched record reads so): leave a hole a hole.
+                    continue;
+                }
                 let mut v = r.to_vec();
-                v[(off.max(a) - a) as usize..(end.min(z) - a) as usize].fill(0);
+                v[range].fill(0);
                 v.into()
             };
             Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
         }
         Ok(())
+    }
+
+    /// Data and hole runs of blocks `first..=last` of object `id` as the object
+    /// reads now: the open layer first, then the syncing layer, then the synced
+    /// tree (so writes and punches not yet committed are seen). Each run is
+    /// `(first block, block count, holds data)`; adjacent runs of one kind are
+    /// merged. A dirty record of zeros counts as data until a sync turns it into a
+    /// hole. Work is bounded by the dirty records and data blocks in the range:
+    /// holes in the tree are skipped a subtree at a time.
+    pub fn allocation_runs(&self, id: u64, first: u64, last: u64) -> Result<Vec<(u64, u64, bool)>> {
+        if last < first {
+            return Ok(Vec::new());
+        }
+        // What the layers say, taken under the lock; the tree is walked without it.
+        let (phys, overrides, free_from) = {
+            let mut inner = self.inner.lock();
+            let st = self.load(&mut inner, id)?;
+            let open_ff = st.open.free_from.unwrap_or(u64::MAX);
+            let mut overrides: BTreeMap<u64, bool> = BTreeMap::new();
+            let mut free_from = open_ff;
+            if let Some(sy) = st.syncing.as_deref() {
+                for (b, r) in sy.records.range(first..=last) {
+                    if *b < open_ff {
+                        overrides.insert(*b, !r.is_empty());
+                    }
+                }
+                free_from = free_from.min(sy.free_from.unwrap_or(u64::MAX));
+            }
+            for (b, r) in st.open.records.range(first..=last) {
+                overrides.insert(*b, !r.is_empty());
+            }
+            (st.phys.clone(), overrides, free_from)
+        };
+        let mut runs: Vec<(u64, u64, bool)> = Vec::new();
+        let mut push = |start: u64, n: u64, data: bool| {
+            if n == 0 {
+                return;
+            }
+            match runs.last_mut() {
+                Some(l) if l.2 == data && l.0 + l.1 == start => l.1 += n,
+                _ => runs.push((start, n, data)),
+            }
+        };
+        let mut b = first;
+        while b <= last {
+            // The tree's answer for a run starting at b, cut at the layers' free_from.
+            let (data, mut n) = if b >= free_from {
+                (false, last - b + 1)
+            } else {
+                let (bp, run) = self.lookup_run(&phys, b)?;
+                (!bp.is_hole(), run.max(1).min(free_from - b))
+            };
+            n = n.min(last - b + 1);
+            let end = b + n;
+            let mut pos = b;
+            for (ob, odata) in overrides.range(b..end) {
+                push(pos, ob - pos, data);
+                push(*ob, 1, *odata);
+                pos = ob + 1;
+            }
+            push(pos, end - pos, data);
+            b = end;
+        }
+        Ok(runs)
+    }
+
+    /// Create an object of type `otype` whose records are `blksz` bytes from the
+    /// start (a volume: its volblocksize), instead of growing from the minimum.
+    pub fn create_object_sized(&self, otype: u8, blksz: u32) -> Result<u64> {
+        if !(MIN_BLOCK..=MAX_BLOCK).contains(&blksz) || !blksz.is_power_of_two() {
+            return Err(ObjError::Invalid(format!("invalid block size {blksz}")));
+        }
+        let id = self.create_object(otype)?;
+        let mut inner = self.inner.lock();
+        inner.objects.get_mut(&id).unwrap().blksz = blksz;
+        Ok(id)
     }
 
     /// The last synced tree root of object `id`: equal roots mean equal content.
