@@ -124,7 +124,7 @@ start_daemon() {
     DAEMON_STARTS=$((DAEMON_STARTS + 1))
     echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
     "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
-        --http 127.0.0.1:0 >>"$ARTIFACTS/daemon.log" 2>&1 &
+        --http 127.0.0.1:0 --iscsi "${DAEMON_ISCSI:-127.0.0.1:0}" >>"$ARTIFACTS/daemon.log" 2>&1 &
     DAEMON_PID=$!
     local i
     for ((i = 0; i < 200; i++)); do

@@ -128,6 +128,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),
         Cmd::Unmount(a) => crate::mount::unmount(&mut ctx, a),
         Cmd::Analytics(a) => crate::analytics::run(&mut ctx, a),
+        Cmd::Share(a) => crate::shares::run(&mut ctx, a),
     }
 }
 
@@ -146,6 +147,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     };
     opts.home = home;
     opts.http = a.http.clone();
+    opts.iscsi = a.iscsi.clone();
     if let Some(m) = a.arc_max {
         opts.arc_max = m;
     }

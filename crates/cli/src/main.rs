@@ -13,6 +13,7 @@ mod commands;
 mod debug;
 mod mount;
 mod mysql;
+mod shares;
 mod snapshot;
 mod status;
 mod stream;
@@ -86,6 +87,9 @@ pub enum Cmd {
     /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
     #[command(subcommand)]
     Mysql(mysql::MysqlCmd),
+    /// Protocol shares (iSCSI targets, ...): share list [-H]
+    #[command(subcommand)]
+    Share(shares::ShareCmd),
     /// Benchmarks: sysbench OLTP and fio against targets side by side
     Bench(cachalot_bench::cli::BenchArgs),
     /// Low-level debugging commands (objects, raw API calls)
@@ -104,6 +108,9 @@ pub struct ServeArgs {
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,
+    /// iSCSI portal address (default 127.0.0.1:3260; "off" disables; port 0 = any)
+    #[arg(long, value_name = "ADDR")]
+    pub iscsi: Option<String>,
     /// Always-on analytics: on (default) or off (nothing recorded or sampled)
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
     pub analytics: String,

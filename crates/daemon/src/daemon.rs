@@ -32,7 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
+pub mod iscsi;
 mod mounts;
+mod shares;
 mod snapshots;
 mod streams;
 
@@ -66,6 +68,8 @@ pub struct Daemon {
     mounts: Mutex<BTreeMap<String, mounts::MountEntry>>,
     /// Time-series analytics, once started (see `analytics.rs`).
     analytics: std::sync::OnceLock<Arc<analytics::Analytics>>,
+    /// The iSCSI target, once started (see `iscsi.rs`).
+    iscsi: std::sync::OnceLock<Arc<iscsi::IscsiService>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -122,6 +126,7 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("analytics.show", ANALYTICS_ARGS),
     ("analytics.series", ANALYTICS_ARGS),
     ("analytics.heatmap", ANALYTICS_ARGS),
+    ("share.list", &[]),
 ];
 
 const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
@@ -141,6 +146,7 @@ pub const READ_ONLY_OPS: &[&str] = &[
     "analytics.show",
     "analytics.series",
     "analytics.heatmap",
+    "share.list",
 ];
 
 /// True if `op` only reads.
@@ -196,6 +202,7 @@ impl Daemon {
             shutting_down: AtomicBool::new(false),
             mounts: Mutex::new(BTreeMap::new()),
             analytics: std::sync::OnceLock::new(),
+            iscsi: std::sync::OnceLock::new(),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -311,6 +318,7 @@ impl Daemon {
             op if op.starts_with("fs.") => self.fs_op(op, &a),
             op if op.starts_with("snap.") => self.snap_op(op, &a),
             op if op.starts_with("analytics.") => self.analytics_op(op, &a),
+            "share.list" => self.share_list(),
             op => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -320,6 +328,9 @@ impl Daemon {
         self.shutting_down.store(true, Ordering::SeqCst);
         if let Some(a) = self.analytics.get() {
             a.stop();
+        }
+        if let Some(i) = self.iscsi.get() {
+            i.stop();
         }
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so

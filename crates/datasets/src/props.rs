@@ -20,6 +20,7 @@ pub const SETTABLE: &[&str] = &[
     "reservation",
     "mountpoint",
     "volsize",
+    "shareiscsi",
 ];
 
 /// Read-only (statistics) properties.
@@ -46,6 +47,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "logbias"
             | "primarycache"
             | "mountpoint"
+            | "shareiscsi"
     ) || is_user_prop(p)
 }
 
@@ -69,6 +71,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "primarycache" => "all",
         "quota" => "none",
         "reservation" => "none",
+        "shareiscsi" => "off",
         _ => return None,
     })
 }
@@ -203,6 +206,11 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                 .ok_or_else(|| bad("not a size"))?;
             Ok(n.to_string())
         }
+        // Inherited, so a filesystem may set it for the volumes below it.
+        "shareiscsi" => match value {
+            "on" | "off" => Ok(value.into()),
+            _ => Err(bad("expected on or off")),
+        },
         p if is_user_prop(p) => {
             if value.len() > 8192 {
                 return Err(bad("user property values are limited to 8192 bytes"));
@@ -269,5 +277,7 @@ mod tests {
         assert_eq!(validate("quota", "1G", false).unwrap(), "1073741824");
         assert_eq!(validate("com.example:x", "hello", false).unwrap(), "hello");
         assert!(validate("mountpoint", "relative", false).is_err());
+        assert_eq!(validate("shareiscsi", "on", true).unwrap(), "on");
+        assert!(validate("shareiscsi", "yes", true).is_err());
     }
 }
