@@ -30,6 +30,9 @@ python3          test
 attr             test
 chromium         test
 chromium-driver  test
+libiscsi-bin     test
+tgt              test
+qemu-block-extra test
 '
 
 usage() {

@@ -351,9 +351,31 @@ pub fn parse(c: &[u8]) -> Result<Cdb, Sense> {
     })
 }
 
-/// Fuzz entry: decode arbitrary bytes; must never panic.
+/// Fuzz entry: the first 16 bytes are a CDB, the rest Data-Out. Decodes the CDB and,
+/// if valid, runs it against a 1 MiB in-memory LU as the connection would (Data-Out
+/// cut to what the command asks for). Must never panic or loop.
 pub fn fuzz_parse(bytes: &[u8]) {
-    let _ = parse(bytes);
+    use crate::lun::{Lun, Nexus};
+    use crate::scsi::exec;
+    let (cdb, rest) = bytes.split_at(bytes.len().min(16));
+    let Ok(cmd) = parse(cdb) else { return };
+    thread_local! {
+        static LUN: Lun = Lun::new(
+            std::sync::Arc::new(crate::dev::MemDev::new("fuzz", 1 << 20, 4096, false)),
+            "iqn.2026-11.org.cachalot:fuzz",
+            None,
+        );
+    }
+    let want = exec::data_out_len(&cmd).min(rest.len() as u64) as usize;
+    if exec::strict_out(&cmd) && want as u64 != exec::data_out_len(&cmd) {
+        return;
+    }
+    let n = Nexus::new("iqn.fuzz", [0; 6]);
+    LUN.with(|lun| {
+        if exec::precheck(lun, &n, &cmd).is_ok() {
+            let _ = exec::execute(lun, &n, &cmd, &rest[..want]);
+        }
+    });
 }
 
 #[cfg(test)]

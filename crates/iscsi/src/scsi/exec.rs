@@ -235,6 +235,9 @@ fn verify(lun: &Lun, rw: &Rw, bytchk: u8, out: &[u8]) -> Result<Outcome, Sense> 
 fn write_same(lun: &Lun, rw: &Rw, unmap: bool, ndob: bool, out: &[u8]) -> Result<Outcome, Sense> {
     let off = rw.lba * LBS;
     let len = rw.blocks as u64 * LBS;
+    if !ndob && out.len() != LBS as usize {
+        return Err(Sense::INVALID_FIELD_CDB); // one block of pattern, exactly
+    }
     let zero = ndob || out.iter().all(|&b| b == 0);
     let dev = &lun.dev;
     let _g = lun.atomic.read();
@@ -306,6 +309,9 @@ fn compare_and_write(lun: &Lun, rw: &Rw, out: &[u8]) -> Result<Outcome, Sense> {
         return Ok(Outcome::good());
     }
     let len = rw.blocks as usize * LBS as usize;
+    if out.len() != 2 * len {
+        return Err(Sense::INVALID_FIELD_CDB); // the connection enforces this too
+    }
     let (verify, write) = out.split_at(len);
     let _g = lun.atomic.write();
     let cur = lun
