@@ -670,7 +670,7 @@ impl<'a> Conn<'a> {
             let n = (send_len - pos).min(chunk);
             let last = pos + n == send_len;
             let mut d = Pdu::new(OP_DATA_IN);
-            let burst_end = (pos + n) % self.p.max_burst as usize == 0;
+            let burst_end = (pos + n).is_multiple_of(self.p.max_burst as usize);
             d.bhs[1] = if last || burst_end { 0x80 } else { 0 };
             if last && status_in_data {
                 d.bhs[1] |= 0x01 | res_flags;

@@ -212,7 +212,7 @@ mod tests {
             ]
         );
         d.discard(0, 8192, false).unwrap();
-        assert_eq!(d.extents(0, 8192).unwrap()[0].mapped, false);
+        assert!(!d.extents(0, 8192).unwrap()[0].mapped);
         assert!(matches!(
             d.read(1 << 20, 1),
             Err(DevError::OutOfRange { .. })

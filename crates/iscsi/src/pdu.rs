@@ -163,10 +163,8 @@ pub fn read_pdu<R: Read>(r: &mut R, lim: &Limits) -> Result<Option<Pdu>, PduErro
     }
     let mut data = vec![0u8; data_len + pad4(data_len)];
     r.read_exact(&mut data)?;
-    if lim.data_digest && data_len > 0 {
-        if read_digest(r)? != crc32c::crc32c(&data) {
-            return Err(PduError::DataDigest);
-        }
+    if lim.data_digest && data_len > 0 && read_digest(r)? != crc32c::crc32c(&data) {
+        return Err(PduError::DataDigest);
     }
     data.truncate(data_len);
     Ok(Some(Pdu { bhs, ahs, data }))
@@ -175,7 +173,7 @@ pub fn read_pdu<R: Read>(r: &mut R, lim: &Limits) -> Result<Option<Pdu>, PduErro
 /// Serialise a PDU (lengths and digests computed here) into one buffer.
 pub fn encode_pdu(pdu: &Pdu, header_digest: bool, data_digest: bool) -> Vec<u8> {
     let mut bhs = pdu.bhs;
-    debug_assert!(pdu.ahs.len() % 4 == 0 && pdu.ahs.len() <= 255 * 4);
+    debug_assert!(pdu.ahs.len().is_multiple_of(4) && pdu.ahs.len() <= 255 * 4);
     debug_assert!(pdu.data.len() < 1 << 24);
     bhs[4] = (pdu.ahs.len() / 4) as u8;
     let dl = (pdu.data.len() as u32).to_be_bytes();
@@ -191,7 +189,7 @@ pub fn encode_pdu(pdu: &Pdu, header_digest: bool, data_digest: bool) -> Vec<u8> 
     if !pdu.data.is_empty() {
         let start = out.len();
         out.extend_from_slice(&pdu.data);
-        out.extend(std::iter::repeat(0u8).take(pad));
+        out.extend(std::iter::repeat_n(0u8, pad));
         if data_digest {
             let c = crc32c::crc32c(&out[start..]);
             out.extend_from_slice(&c.to_le_bytes());

@@ -37,6 +37,9 @@ fn start(chap: Option<Chap>, pr_path: Option<PathBuf>) -> (SocketAddr, String) {
     (addr, name)
 }
 
+/// (user, secret, mutual (target user, target secret)).
+type ChapCreds<'a> = (&'a str, &'a str, Option<(&'a str, &'a str)>);
+
 struct Ini {
     s: TcpStream,
     itt: u32,
@@ -125,7 +128,7 @@ impl Ini {
     fn login(
         &mut self,
         target: Option<&str>,
-        chap: Option<(&str, &str, Option<(&str, &str)>)>,
+        chap: Option<ChapCreds>,
         digests: bool,
     ) -> Result<(), u16> {
         let ini = format!("iqn.2026-11.org.test:ini{}", self.isid);
@@ -241,8 +244,8 @@ impl Ini {
                 OP_R2T => {
                     let (off, len, ttt) =
                         (r.u32_at(40) as usize, r.u32_at(44) as usize, r.u32_at(20));
-                    let mut sn = 0;
                     for (i, chunk) in out[off..off + len].chunks(16384).enumerate() {
+                        let sn = i as u32;
                         let mut d = Pdu::new(OP_DATA_OUT);
                         let last = off + (i + 1) * 16384 >= off + len;
                         d.bhs[1] = if last { 0x80 } else { 0 };
@@ -252,7 +255,6 @@ impl Ini {
                         d.set_u32(40, (off + i * 16384) as u32);
                         d.data = chunk.to_vec();
                         self.send(&d, false);
-                        sn += 1;
                     }
                 }
                 OP_SCSI_RESP => {

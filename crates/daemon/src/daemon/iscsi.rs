@@ -91,8 +91,11 @@ impl BlockDev for ZvolDev {
 struct DaemonCatalog {
     daemon: Weak<Daemon>,
     /// Open block devices by volume name, with the store they were opened on.
-    devs: Mutex<HashMap<String, (Arc<Store>, Arc<dyn BlockDev>)>>,
+    devs: Mutex<HashMap<String, OpenDev>>,
 }
+
+/// A volume's block device and the store (pool import) it was opened on.
+type OpenDev = (Arc<Store>, Arc<dyn BlockDev>);
 
 const CHAP_PROPS: [&str; 4] = [
     "iscsi:chap_user",

@@ -108,7 +108,7 @@ fn device_identification(lun: &Lun) -> Vec<u8> {
     // SCSI name string of the target device (iSCSI, UTF-8, NUL-padded to 4).
     let mut name = lun.target.clone().into_bytes();
     name.push(0);
-    while name.len() % 4 != 0 {
+    while !name.len().is_multiple_of(4) {
         name.push(0);
     }
     if name.len() <= 252 {
