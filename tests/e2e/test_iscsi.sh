@@ -98,7 +98,7 @@ assert_contains "$(iscsi-ls -s "iscsi://$ADDR" 2>&1)" "$IQN" "SendTargets lists 
 
 # ---- tgt, the control, on a file of the same size ----
 TGT_PORT=$(free_port)
-CTL_PORT=$(((RANDOM % 20000) + 20000))
+CTL_PORT=$(((RANDOM % 10000) + 20000)) # tgtadm accepts at most 32767
 truncate -s 128M "$TMP/tgt.img"
 tgtd -f -C "$CTL_PORT" --iscsi "portal=127.0.0.1:$TGT_PORT" >"$ARTIFACTS/tgtd.log" 2>&1 &
 TGT_PID=$!
@@ -163,7 +163,25 @@ CURL="iscsi://alice%secret-of-alice@$ADDR/$IQN/0"
 qio() {
     qemu-io -f raw "$@" >"$TMP/qio.out" 2>&1 || { cat "$TMP/qio.out"; fail "qemu-io $*"; }
 }
+T0=$(date +%s)
 qio -c 'write -P 0x5a 1M 4M' -c 'write -P 0xc3 64M 64k' -c flush "$CURL"
+T1=$(($(date +%s) + 1))
+sleep 2 # let the analytics sampler store the last second
+out=$(assert_ok "$C" analytics show scsi.ops --by op --filter volume=tank/vol --from "$T0" --to "$T1" -H)
+echo "$out" >&2
+assert_contains "$out" "write" "scsi.ops counts the writes"
+assert_contains "$out" "sync_cache" "scsi.ops counts SYNCHRONIZE CACHE"
+out=$(assert_ok "$C" analytics show scsi.ops --by region --filter op=write --from "$T0" --to "$T1" -H)
+echo "$out" >&2
+# 128M LUN in 32 regions of 4M: offset 1M is region 00, offset 64M region 16.
+assert_contains "$out" "00" "heat map region of offset 1M"
+assert_contains "$out" "16" "heat map region of offset 64M"
+# Refused commands (the probe's 2^32-1 block transfers) count no bytes: the total
+# of the whole run stays far below a terabyte.
+out=$(assert_ok "$C" analytics show scsi.ops --by op -H)
+if grep -q 'T\b' <<<"$out"; then
+    fail "refused commands were counted as terabytes: $out"
+fi
 rows=$(assert_ok "$C" share list -H)
 assert_contains "$rows" "$IQN" "share list shows the target"
 kill9_daemon

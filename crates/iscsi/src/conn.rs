@@ -507,7 +507,7 @@ impl<'a> Conn<'a> {
             // The initiator still sends unsolicited data for this task: drop it.
             self.tasks.insert(itt, discard_task(lun_raw, edtl));
         }
-        self.record(cmd.as_ref(), &lun, started);
+        self.record(cmd.as_ref(), &lun, started, outcome.status == 0);
         self.respond(itt, lun_raw, edtl, outcome, residual)
     }
 
@@ -604,16 +604,18 @@ impl<'a> Conn<'a> {
         }
         let lun = self.lun.clone().expect("write tasks exist only with a LUN");
         let out = exec::execute(&lun, &self.nexus, &t.cdb, &t.buf[..t.want as usize]);
-        self.record(Some(&t.cdb), &lun, t.started);
+        self.record(Some(&t.cdb), &lun, t.started, out.status == 0);
         let (lun_raw, edtl, residual) = (t.lun_raw, t.edtl, t.residual);
         self.respond_with_residual(itt, lun_raw, edtl, out, residual, t.r2t_sn)
     }
 
-    fn record(&self, cmd: Option<&Cdb>, lun: &Lun, started: Instant) {
+    /// Count one command; its bytes only if it succeeded (a refused 2 TiB read moved
+    /// nothing).
+    fn record(&self, cmd: Option<&Cdb>, lun: &Lun, started: Instant, good: bool) {
         let Some(c) = cmd else { return };
         let ext = exec::extent(c);
         let region = Stats::region(ext.map(|e| e.0), lun.dev.size());
-        let bytes = ext.map_or(0, |e| e.1);
+        let bytes = if good { ext.map_or(0, |e| e.1) } else { 0 };
         self.target.stats.record(
             &self.initiator,
             &self.volume,
