@@ -104,7 +104,7 @@ const CHAP_PROPS: [&str; 4] = [
     "iscsi:chap_mutual_secret",
 ];
 
-fn prop_values(store: &Store, name: &str, props: &[&str]) -> Vec<Option<String>> {
+pub(super) fn prop_values(store: &Store, name: &str, props: &[&str]) -> Vec<Option<String>> {
     let which: Vec<String> = props.iter().map(|p| p.to_string()).collect();
     let rows = store.get_props(name, Some(&which)).unwrap_or_default();
     props
@@ -119,7 +119,7 @@ fn prop_values(store: &Store, name: &str, props: &[&str]) -> Vec<Option<String>>
 }
 
 /// CHAP settings of a volume: Ok(None) when none, Err when half-configured.
-fn chap_of(store: &Store, name: &str) -> Result<Option<Chap>, String> {
+pub(super) fn chap_of(store: &Store, name: &str) -> Result<Option<Chap>, String> {
     let v = prop_values(store, name, &CHAP_PROPS);
     let pair = |a: &Option<String>, b: &Option<String>, what: &str| match (a, b) {
         (Some(u), Some(s)) => Ok(Some((u.clone(), s.clone()))),
@@ -235,48 +235,5 @@ impl Daemon {
                 let _ = target.serve(listener);
             })?;
         Ok(local)
-    }
-
-    /// Rows of `share list` for iSCSI: one per shared volume, with its initiators.
-    pub fn iscsi_share_rows(&self) -> Vec<serde_json::Value> {
-        let Some(svc) = self.iscsi.get() else {
-            return Vec::new();
-        };
-        let sessions = svc.target.sessions();
-        let stores: Vec<Arc<Store>> = self
-            .pools
-            .read()
-            .values()
-            .filter_map(|s| s.store.clone())
-            .collect();
-        let mut rows = Vec::new();
-        for s in stores {
-            for info in s.list(None, true).unwrap_or_default() {
-                if info.kind != DatasetKind::Volume
-                    || prop_values(&s, &info.name, &["shareiscsi"])[0].as_deref() != Some("on")
-                {
-                    continue;
-                }
-                let t = target_name(&info.name);
-                let clients: Vec<String> = sessions
-                    .iter()
-                    .filter(|x| !x.discovery && x.target == t)
-                    .map(|x| format!("{}@{}", x.initiator, x.peer))
-                    .collect();
-                let state = match chap_of(&s, &info.name) {
-                    Ok(Some(_)) => "online (chap)".to_string(),
-                    Ok(None) => "online".to_string(),
-                    Err(e) => format!("error: {e}"),
-                };
-                rows.push(serde_json::json!({
-                    "name": info.name,
-                    "protocol": "iscsi",
-                    "path": format!("{t} lun 0 @ {}", svc.addr),
-                    "clients": clients.join(","),
-                    "state": state,
-                }));
-            }
-        }
-        rows
     }
 }
