@@ -2,7 +2,8 @@
 """A minimal raw iSCSI initiator for bad-input tests that libiscsi's tools cannot
 express: a READ(16) past the end, a 2^32-1 block transfer length, an oversized PDU.
 
-usage: iscsi_probe.py HOST:PORT TARGET_IQN
+usage: iscsi_probe.py HOST:PORT TARGET_IQN [wce]
+(with `wce`: print the Caching mode page's WCE bit and exit)
 Prints one line per check and exits 1 if any check failed.
 """
 import socket
@@ -91,8 +92,22 @@ class Session:
                 raise RuntimeError(f"unexpected opcode {op:#x}")
 
 
+def wce(addr, target):
+    """Print the Caching mode page's WCE bit (MODE SENSE(6), page 0x08)."""
+    s = Session(addr, target)
+    st, _, d = s.command(bytes([0x1A, 0x08, 0x08, 0, 255, 0]), 255)
+    if st != 0:
+        sys.exit(f"MODE SENSE failed with status {st}")
+    page = d[4 + d[3] :]  # after the header and block descriptor
+    if page[0] & 0x3F != 0x08:
+        sys.exit(f"not the caching page: {page[:4].hex()}")
+    print(1 if page[2] & 0x04 else 0)
+
+
 def main():
     addr, target = sys.argv[1], sys.argv[2]
+    if sys.argv[3:] == ["wce"]:
+        return wce(addr, target)
     failures = 0
 
     def check(name, ok, detail=""):

@@ -11,7 +11,10 @@
 #  3. Bad input through a raw client (iscsi_probe.py): reads past the end, a 2^32-1
 #     block transfer length, a 16 MiB data segment.
 #  4. Durability: data written through qemu-io + SYNCHRONIZE CACHE, kill -9 of the
-#     daemon, restart: the data is there; `share list` shows the target.
+#     daemon, restart: the data is there; `share list` shows the target; scsi.ops
+#     analytics by op and region.
+#  5. The Caching page's WCE bit follows `sync` (0 only with sync=always), also after
+#     a restart.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -140,6 +143,11 @@ fi
 # ---- bad input through a raw client ----
 assert_ok python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN"
 
+# ---- the write cache bit tells the truth: sync=always is the only WCE=0 ----
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 1 "WCE with sync=standard"
+assert_ok "$C" set sync=always tank/vol
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 0 "WCE with sync=always"
+
 # ---- CHAP ----
 assert_ok "$C" set iscsi:chap_user=alice tank/vol
 assert_ok "$C" set iscsi:chap_secret=secret-of-alice tank/vol
@@ -190,10 +198,18 @@ ADDR=$(cat "$HOME_DIR/iscsi.addr")
 CURL="iscsi://alice%secret-of-alice@$ADDR/$IQN/0"
 qio -c 'read -P 0x5a 1M 4M' -c 'read -P 0xc3 64M 64k' "$CURL"
 note "flushed data survived kill -9"
+assert_ok "$C" inherit iscsi:chap_user tank/vol
+assert_ok "$C" inherit iscsi:chap_secret tank/vol
+assert_ok "$C" inherit iscsi:chap_mutual_user tank/vol
+assert_ok "$C" inherit iscsi:chap_mutual_secret tank/vol
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 0 "WCE=0 (sync=always) after a restart"
+assert_ok "$C" set sync=standard tank/vol
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 1 "WCE=1 again with sync=standard"
+CURL="iscsi://$ADDR/$IQN/0"
 assert_ok "$C" set shareiscsi=off tank/vol
 refused iscsi-inq "$CURL"
 stop_daemon
 if grep -q 'panicked' "$ARTIFACTS/daemon.log"; then
     fail "the daemon panicked (see daemon.log)"
 fi
-echo "PASS: iSCSI conformance ($(score "$OURS"); tgt: $(score "$TGT")), CHAP, bad input, kill -9 durability"
+echo "PASS: iSCSI conformance ($(score "$OURS"); tgt: $(score "$TGT")), CHAP, bad input, kill -9 durability, WCE follows sync"
