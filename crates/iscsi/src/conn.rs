@@ -37,6 +37,10 @@ const MAX_BUFFERED: u64 = 64 << 20;
 const STATUS_TASK_SET_FULL: u8 = 0x28;
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Silence after which an idle session is pinged with a NOP-In.
+const IDLE_PING: Duration = Duration::from_secs(60);
+/// Target transfer tag of our pings (any value but 0xffffffff asks for an answer).
+const PING_TTT: u32 = 0x7fff_0001;
 
 fn log(msg: impl std::fmt::Display) {
     eprintln!("cachalot iscsi: {msg}");
@@ -56,7 +60,9 @@ pub fn run(target: &Arc<Target>, stream: TcpStream) {
     let Some(neg) = login(target, &mut reader, &stream, &peer) else {
         return;
     };
-    let _ = stream.set_read_timeout(None);
+    // Idle sessions are pinged (NOP-In) after this; a second silent period, or a PDU
+    // that stops arriving half-way, ends the connection (it holds a thread).
+    let _ = stream.set_read_timeout(Some(IDLE_PING));
     let info = SessionInfo {
         target: neg
             .export
@@ -238,12 +244,20 @@ impl<'a> Conn<'a> {
             header_digest: self.p.header_digest,
             data_digest: self.p.data_digest,
         };
+        let mut pinged = false;
         loop {
             let pdu = match read_pdu(reader, &lim) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(()),
+                Err(PduError::Idle) if !pinged => {
+                    pinged = true;
+                    self.ping()?;
+                    continue;
+                }
+                Err(PduError::Idle) => return Err("no answer to a NOP-In ping".into()),
                 Err(e) => return Err(e.to_string()),
             };
+            pinged = false;
             if !self.pdu(pdu)? {
                 return Ok(());
             }
@@ -304,6 +318,15 @@ impl<'a> Conn<'a> {
         let n = pdu.data.len().min(self.p.max_send_data as usize);
         r.data = pdu.data[..n].to_vec();
         self.send(r, true)
+    }
+
+    /// NOP-In asking the initiator to answer (RFC 7143 11.19): StatSN not advanced.
+    fn ping(&mut self) -> R {
+        let mut p = Pdu::new(OP_NOP_IN);
+        p.bhs[1] = 0x80;
+        p.set_itt(RESERVED_TAG);
+        p.set_u32(20, PING_TTT);
+        self.send(p, false)
     }
 
     fn logout(&mut self, pdu: Pdu) -> R {

@@ -57,6 +57,10 @@ pub enum PduError {
     HeaderDigest,
     #[error("data digest mismatch")]
     DataDigest,
+    /// The read timeout passed before the first byte of a PDU (the connection is
+    /// idle, not broken: the caller may ping).
+    #[error("idle")]
+    Idle,
 }
 
 /// One PDU: its header (lengths inside it are recomputed on write) and segments.
@@ -142,6 +146,15 @@ pub fn read_pdu<R: Read>(r: &mut R, lim: &Limits) -> Result<Option<Pdu>, PduErro
             Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if got == 0
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+            {
+                return Err(PduError::Idle);
+            }
             Err(e) => return Err(e.into()),
         }
     }
