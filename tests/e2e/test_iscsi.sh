@@ -46,7 +46,7 @@ cleanup_tgt() {
         TGT_PID=
     fi
 }
-trap '_iscsi_rc=$?; cleanup_tgt; (exit $_iscsi_rc); _e2e_cleanup' EXIT
+trap '_iscsi_rc=$?; set +e; cleanup_tgt; (exit $_iscsi_rc); _e2e_cleanup' EXIT
 
 # run_suites URL OUTDIR: every top-level suite under its own timeout, then one line
 # per test in OUTDIR/results: "PASS|SKIP|FAIL|HANG Suite.Test".
