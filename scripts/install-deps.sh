@@ -59,6 +59,8 @@ libnbd-bin       test
 python3-libnbd   test
 nbdkit           test
 nbdfuse          test
+libiscsi-bin     test
+qemu-block-extra test
 '
 
 usage() {

@@ -132,8 +132,8 @@ start_daemon() {
     # optional) adds more `serve` options.
     # shellcheck disable=SC2086
     "$CACHALOT" serve --home "$HOME_DIR" --socket "$CACHALOT_SOCKET" \
-        --http 127.0.0.1:0 ${SERVE_ARGS:---nfs off} ${DAEMON_ARGS[@]+"${DAEMON_ARGS[@]}"} \
-        >>"$ARTIFACTS/daemon.log" 2>&1 &
+        --http 127.0.0.1:0 --iscsi "${DAEMON_ISCSI:-127.0.0.1:0}" ${SERVE_ARGS:---nfs off} \
+        ${DAEMON_ARGS[@]+"${DAEMON_ARGS[@]}"} >>"$ARTIFACTS/daemon.log" 2>&1 &
     DAEMON_PID=$!
     local i
     for ((i = 0; i < 200; i++)); do

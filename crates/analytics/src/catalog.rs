@@ -105,6 +105,13 @@ pub const CATALOG: &[StatInfo] = &[
         about: "object-layer operations per dataset",
     },
     StatInfo {
+        name: "scsi.ops",
+        dims: &["initiator", "volume", "op", "region"],
+        unit: "ops",
+        timed: true,
+        about: "SCSI commands on iSCSI LUNs (region = which 1/32 of the LUN, a heat map)",
+    },
+    StatInfo {
         name: "txg.commits",
         dims: &["pool"],
         unit: "ops",

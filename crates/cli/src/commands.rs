@@ -150,6 +150,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     };
     opts.home = home;
     opts.http = a.http.clone();
+    opts.iscsi = a.iscsi.clone();
     if let Some(m) = a.arc_max {
         opts.arc_max = m;
     }

@@ -122,6 +122,9 @@ pub struct ServeArgs {
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,
+    /// iSCSI portal address (default 127.0.0.1:3260; "off" disables; port 0 = any)
+    #[arg(long, value_name = "ADDR")]
+    pub iscsi: Option<String>,
     /// Always-on analytics: on (default) or off (nothing recorded or sampled)
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = ["on", "off"])]
     pub analytics: String,

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
+pub mod iscsi;
 mod filesystems;
 mod mounts;
 pub mod nfs;
@@ -79,6 +80,8 @@ pub struct Daemon {
     volumes: volumes::Volumes,
     /// The NBD server, once started (see `nbd.rs`).
     nbd: std::sync::OnceLock<Arc<cachalot_nbd::NbdServer>>,
+    /// The iSCSI target, once started (see `iscsi.rs`).
+    iscsi: std::sync::OnceLock<Arc<iscsi::IscsiService>>,
 }
 
 /// Every op and the arguments it accepts.
@@ -215,6 +218,7 @@ impl Daemon {
             nfs: Mutex::new(None),
             volumes: volumes::Volumes::default(),
             nbd: std::sync::OnceLock::new(),
+            iscsi: std::sync::OnceLock::new(),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -343,6 +347,9 @@ impl Daemon {
         }
         self.stop_nfs();
         self.stop_nbd();
+        if let Some(i) = self.iscsi.get() {
+            i.stop();
+        }
         let _g = self.admin.lock();
         // Mounts go first (forced: the daemon is leaving); pools.json keeps them so
         // the next start re-mounts them.

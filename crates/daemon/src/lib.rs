@@ -36,6 +36,9 @@ pub struct ServeOpts {
     /// HTTP listen address; "127.0.0.1:0" picks a free port; "" or "none" disables.
     pub http: String,
     pub arc_max: u64,
+    /// iSCSI portal: `None` = the default 127.0.0.1:3260 (a busy port is only logged),
+    /// `Some("off")` = none, `Some(ADDR)` = that address (a failure to bind is fatal).
+    pub iscsi: Option<String>,
     /// Analytics on/off and retention.
     pub analytics: daemon::analytics::AnalyticsOpts,
     /// NFS and portmapper addresses.
@@ -54,6 +57,7 @@ impl Default for ServeOpts {
             home,
             http: "127.0.0.1:7470".into(),
             arc_max: state::default_arc_max(),
+            iscsi: None,
             analytics: daemon::analytics::AnalyticsOpts::default(),
             nfs: daemon::nfs::NfsOpts::default(),
             nbd: None,
@@ -81,6 +85,37 @@ fn wait_signal(set: &libc::sigset_t) -> i32 {
         if r == 0 {
             return sig;
         }
+    }
+}
+
+/// Default iSCSI portal.
+pub const ISCSI_DEFAULT: &str = "127.0.0.1:3260";
+
+/// Start the iSCSI portal (see [`ServeOpts::iscsi`]); its address goes to
+/// `HOME/iscsi.addr` (tests ask for port 0 and read it there).
+fn start_iscsi(
+    daemon: &Arc<Daemon>,
+    home: &std::path::Path,
+    want: Option<&str>,
+) -> anyhow::Result<()> {
+    let addr_file = home.join("iscsi.addr");
+    let _ = std::fs::remove_file(&addr_file);
+    let addr = match want.map(str::trim) {
+        Some("off" | "none" | "") => return Ok(()),
+        Some(a) => a,
+        None => ISCSI_DEFAULT,
+    };
+    match daemon.start_iscsi(addr) {
+        Ok(a) => {
+            eprintln!("iscsi listening on {a}");
+            state::write_atomic(&addr_file, format!("{a}\n").as_bytes(), 0o644)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", addr_file.display()))
+        }
+        Err(e) if want.is_none() => {
+            eprintln!("cachalot: {e:#} (iSCSI disabled; use --iscsi ADDR)");
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -150,7 +185,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
     } else {
         let _ = std::fs::remove_file(&addr_file);
     }
-    if let Err(e) = start_nbd(&daemon, &opts, &home) {
+    if let Err(e) = start_iscsi(&daemon, &home, opts.iscsi.as_deref())
+        .and_then(|()| start_nbd(&daemon, &opts, &home))
+    {
         daemon.shutdown();
         let _ = std::fs::remove_file(&socket);
         return Err(e);

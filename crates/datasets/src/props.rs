@@ -22,6 +22,7 @@ pub const SETTABLE: &[&str] = &[
     "volsize",
     "sharenfs",
     "sharenbd",
+    "shareiscsi",
 ];
 
 /// Read-only (statistics) properties.
@@ -50,6 +51,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "mountpoint"
             | "sharenfs"
             | "sharenbd"
+            | "shareiscsi"
     ) || is_user_prop(p)
 }
 
@@ -75,6 +77,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "reservation" => "none",
         "sharenfs" => "off",
         "sharenbd" => "off",
+        "shareiscsi" => "off",
         _ => return None,
     })
 }
@@ -223,6 +226,11 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                 .ok_or_else(|| bad("not a size"))?;
             Ok(n.to_string())
         }
+        // Inherited, so a filesystem may set it for the volumes below it.
+        "shareiscsi" => match value {
+            "on" | "off" => Ok(value.into()),
+            _ => Err(bad("expected on or off")),
+        },
         p if is_user_prop(p) => {
             if value.len() > 8192 {
                 return Err(bad("user property values are limited to 8192 bytes"));
@@ -295,5 +303,7 @@ mod tests {
         assert_eq!(validate("sharenbd", "on", true).unwrap(), "on");
         assert!(validate("sharenbd", "yes", true).is_err());
         assert!(is_inheritable("sharenbd"));
+        assert_eq!(validate("shareiscsi", "on", true).unwrap(), "on");
+        assert!(validate("shareiscsi", "yes", true).is_err());
     }
 }

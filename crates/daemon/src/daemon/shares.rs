@@ -7,15 +7,19 @@
 //! Invariant: the rows come from the same property parsing the servers apply
 //! (`cachalot_datasets::share`), so what the list says is what is served.
 
+use super::iscsi::{chap_of, prop_values};
 use super::{Daemon, OpResult};
 use cachalot_datasets::share::parse_sharenfs;
-use cachalot_datasets::DatasetKind;
+use cachalot_datasets::{DatasetKind, Store};
+use cachalot_iscsi::target_name;
+use std::sync::Arc;
 use serde_json::{json, Value};
 
 impl Daemon {
     pub(super) fn share_list(&self) -> OpResult {
         let mut rows = self.nfs_share_rows();
         rows.extend(self.nbd_share_rows());
+        rows.extend(self.iscsi_share_rows());
         rows.sort_by(|a, b| {
             let k = |v: &Value| {
                 (
@@ -65,6 +69,49 @@ impl Daemon {
                     "path": format!("/{}", i.name),
                     "clients": share.clients(),
                     "options": share.canonical(),
+                    "state": state,
+                }));
+            }
+        }
+        rows
+    }
+
+    /// Rows of `share list` for iSCSI: one per shared volume, with its initiators.
+    pub fn iscsi_share_rows(&self) -> Vec<serde_json::Value> {
+        let Some(svc) = self.iscsi.get() else {
+            return Vec::new();
+        };
+        let sessions = svc.target.sessions();
+        let stores: Vec<Arc<Store>> = self
+            .pools
+            .read()
+            .values()
+            .filter_map(|s| s.store.clone())
+            .collect();
+        let mut rows = Vec::new();
+        for s in stores {
+            for info in s.list(None, true).unwrap_or_default() {
+                if info.kind != DatasetKind::Volume
+                    || prop_values(&s, &info.name, &["shareiscsi"])[0].as_deref() != Some("on")
+                {
+                    continue;
+                }
+                let t = target_name(&info.name);
+                let clients: Vec<String> = sessions
+                    .iter()
+                    .filter(|x| !x.discovery && x.target == t)
+                    .map(|x| format!("{}@{}", x.initiator, x.peer))
+                    .collect();
+                let state = match chap_of(&s, &info.name) {
+                    Ok(Some(_)) => "online (chap)".to_string(),
+                    Ok(None) => "online".to_string(),
+                    Err(e) => format!("error: {e}"),
+                };
+                rows.push(serde_json::json!({
+                    "name": info.name,
+                    "protocol": "iscsi",
+                    "path": format!("{t} lun 0 @ {}", svc.addr),
+                    "clients": clients,
                     "state": state,
                 }));
             }

@@ -1,0 +1,239 @@
+//! The iSCSI target inside the daemon: which volumes are shared (`shareiscsi=on`,
+//! inherited), with which CHAP secrets (user properties `iscsi:chap_user`,
+//! `iscsi:chap_secret`, optional `iscsi:chap_mutual_user`, `iscsi:chap_mutual_secret`),
+//! and where each LU keeps its persistent reservations (`HOME/iscsi/TARGET.pr`).
+//!
+//! Invariants:
+//! - Sharing is decided at each login (and SendTargets) from the properties in force,
+//!   so `set shareiscsi=off` refuses the next login; a volume with a CHAP user but no
+//!   secret (or the reverse) is not exported at all rather than exported open.
+//! - One `Zvol` per volume and pool import is shared by every session (the LU state
+//!   in `cachalot_iscsi::Target` keys on it); a re-imported pool gets a new one.
+
+use super::Daemon;
+use cachalot_datasets::{DatasetKind, Store};
+use cachalot_iscsi::{target_name, BlockDev, Catalog, Chap, DevError, Export, Run, Target};
+use cachalot_zvol::{ExtentKind, Zvol, ZvolError};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Weak};
+
+/// The running target and its portal address.
+pub struct IscsiService {
+    pub target: Arc<Target>,
+    pub addr: SocketAddr,
+}
+
+impl IscsiService {
+    pub fn stop(&self) {
+        self.target.stop(Some(self.addr));
+    }
+}
+
+/// A zvol as the iSCSI layer's block device.
+struct ZvolDev(Arc<Zvol>);
+
+fn dev_err(e: ZvolError) -> DevError {
+    match e {
+        ZvolError::OutOfRange { off, len, size } => DevError::OutOfRange { off, len, size },
+        ZvolError::ReadOnly(s) => DevError::ReadOnly(s),
+        ZvolError::NoSpace(s) => DevError::NoSpace(s),
+        ZvolError::Io(s) => DevError::Io(s),
+    }
+}
+
+impl BlockDev for ZvolDev {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn block_size(&self) -> u32 {
+        self.0.block_size()
+    }
+    fn is_readonly(&self) -> bool {
+        self.0.is_readonly()
+    }
+    fn write_cache(&self) -> bool {
+        self.0.write_cache()
+    }
+    fn read(&self, off: u64, len: usize) -> Result<Vec<u8>, DevError> {
+        self.0.read(off, len).map_err(dev_err)
+    }
+    fn write(&self, off: u64, data: &[u8], fua: bool) -> Result<(), DevError> {
+        self.0.write(off, data, fua).map_err(dev_err)
+    }
+    fn flush(&self) -> Result<(), DevError> {
+        self.0.flush().map_err(dev_err)
+    }
+    fn discard(&self, off: u64, len: u64, fua: bool) -> Result<(), DevError> {
+        self.0.discard(off, len, fua).map_err(dev_err)
+    }
+    fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> Result<(), DevError> {
+        self.0.write_zeroes(off, len, fua).map_err(dev_err)
+    }
+    fn extents(&self, off: u64, len: u64) -> Result<Vec<Run>, DevError> {
+        let ext = self.0.extents(off, len).map_err(dev_err)?;
+        Ok(ext
+            .into_iter()
+            .map(|e| Run {
+                off: e.off,
+                len: e.len,
+                mapped: e.kind == ExtentKind::Data,
+            })
+            .collect())
+    }
+}
+
+/// The daemon's shared volumes, as the target sees them.
+struct DaemonCatalog {
+    daemon: Weak<Daemon>,
+    /// Open block devices by volume name, with the store they were opened on.
+    devs: Mutex<HashMap<String, OpenDev>>,
+}
+
+/// A volume's block device and the store (pool import) it was opened on.
+type OpenDev = (Arc<Store>, Arc<dyn BlockDev>);
+
+const CHAP_PROPS: [&str; 4] = [
+    "iscsi:chap_user",
+    "iscsi:chap_secret",
+    "iscsi:chap_mutual_user",
+    "iscsi:chap_mutual_secret",
+];
+
+pub(super) fn prop_values(store: &Store, name: &str, props: &[&str]) -> Vec<Option<String>> {
+    let which: Vec<String> = props.iter().map(|p| p.to_string()).collect();
+    let rows = store.get_props(name, Some(&which)).unwrap_or_default();
+    props
+        .iter()
+        .map(|p| {
+            rows.iter()
+                .find(|r| r.property == *p)
+                .filter(|r| r.source != "-" && !r.value.is_empty())
+                .map(|r| r.value.clone())
+        })
+        .collect()
+}
+
+/// CHAP settings of a volume: Ok(None) when none, Err when half-configured.
+pub(super) fn chap_of(store: &Store, name: &str) -> Result<Option<Chap>, String> {
+    let v = prop_values(store, name, &CHAP_PROPS);
+    let pair = |a: &Option<String>, b: &Option<String>, what: &str| match (a, b) {
+        (Some(u), Some(s)) => Ok(Some((u.clone(), s.clone()))),
+        (None, None) => Ok(None),
+        _ => Err(format!("{name}: {what} user and secret must both be set")),
+    };
+    let one_way = pair(&v[0], &v[1], "CHAP")?;
+    let mutual = pair(&v[2], &v[3], "mutual CHAP")?;
+    match (one_way, mutual) {
+        (Some((user, secret)), mutual) => Ok(Some(Chap {
+            user,
+            secret,
+            mutual,
+        })),
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(format!("{name}: mutual CHAP needs one-way CHAP")),
+    }
+}
+
+impl DaemonCatalog {
+    /// Volumes shared now: (volume name, its store).
+    fn shared(&self) -> Vec<(String, Arc<Store>)> {
+        let Some(d) = self.daemon.upgrade() else {
+            return Vec::new();
+        };
+        if d.is_shutting_down() {
+            return Vec::new();
+        }
+        let stores: Vec<Arc<Store>> = d
+            .pools
+            .read()
+            .values()
+            .filter_map(|s| s.store.clone())
+            .collect();
+        let mut out = Vec::new();
+        for s in stores {
+            for info in s.list(None, true).unwrap_or_default() {
+                if info.kind != DatasetKind::Volume {
+                    continue;
+                }
+                if prop_values(&s, &info.name, &["shareiscsi"])[0].as_deref() == Some("on") {
+                    out.push((info.name, s.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn device(&self, name: &str, store: &Arc<Store>) -> Option<Arc<dyn BlockDev>> {
+        let mut m = self.devs.lock();
+        if let Some((s, dev)) = m.get(name) {
+            if Arc::ptr_eq(s, store) {
+                return Some(dev.clone());
+            }
+        }
+        let ds = store.dataset(name).ok()?;
+        let zvol = Zvol::open(store.clone(), ds).ok()?;
+        let dev: Arc<dyn BlockDev> = Arc::new(ZvolDev(Arc::new(zvol)));
+        m.insert(name.to_string(), (store.clone(), dev.clone()));
+        Some(dev)
+    }
+}
+
+impl Catalog for DaemonCatalog {
+    fn targets(&self) -> Vec<String> {
+        self.shared().iter().map(|(n, _)| target_name(n)).collect()
+    }
+
+    fn export(&self, target: &str) -> Option<Export> {
+        let (name, store) = self
+            .shared()
+            .into_iter()
+            .find(|(n, _)| target_name(n) == target)?;
+        let chap = match chap_of(&store, &name) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("cachalot iscsi: not exporting {e}");
+                return None;
+            }
+        };
+        let home = self.daemon.upgrade()?.home.clone();
+        Some(Export {
+            target: target.to_string(),
+            volume: name.clone(),
+            dev: self.device(&name, &store)?,
+            chap,
+            pr_path: Some(home.join("iscsi").join(format!("{target}.pr"))),
+        })
+    }
+}
+
+impl Daemon {
+    /// Start the iSCSI portal on `addr` (port 0 picks one). Called once by `serve`.
+    pub fn start_iscsi(self: &Arc<Self>, addr: &str) -> anyhow::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("iscsi: cannot listen on {addr}: {e}"))?;
+        let local = listener.local_addr()?;
+        let catalog = DaemonCatalog {
+            daemon: Arc::downgrade(self),
+            devs: Mutex::new(HashMap::new()),
+        };
+        let target = Target::new(Arc::new(catalog));
+        let svc = Arc::new(IscsiService {
+            target: target.clone(),
+            addr: local,
+        });
+        if self.iscsi.set(svc).is_err() {
+            anyhow::bail!("iscsi: already started");
+        }
+        std::thread::Builder::new()
+            .name("iscsi-accept".into())
+            .spawn(move || {
+                let _ = target.serve(listener);
+            })?;
+        Ok(local)
+    }
+}
