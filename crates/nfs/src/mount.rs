@@ -7,13 +7,17 @@
 //!   shared, or the client is outside the lists) or MNT3ERR_NOENT (no such
 //!   filesystem). The mount list DUMP shows is informational (NFS is
 //!   stateless) and bounded.
+//! - A path below a filesystem (`/tank/fs/sub/dir`) mounts that directory of the
+//!   nearest filesystem dataset above it, under that dataset's share options.
 
-use crate::exports::{Exports, LookupError};
+use crate::exports::{Export, Exports, LookupError};
+use crate::handle::Handle;
 use crate::nfs3::args::MAX_PATH_WIRE;
 use crate::nfs3::Ctx;
 use crate::rpc::RpcError;
 use crate::xdr::{Reader, Writer};
 use cachalot_datasets::share::Access;
+use cachalot_posix::FileKind;
 use parking_lot::Mutex;
 use std::net::IpAddr;
 
@@ -21,6 +25,7 @@ pub const MNT3_OK: u32 = 0;
 pub const MNT3ERR_NOENT: u32 = 2;
 pub const MNT3ERR_IO: u32 = 5;
 pub const MNT3ERR_ACCES: u32 = 13;
+pub const MNT3ERR_NOTDIR: u32 = 20;
 const MAX_MOUNTS: usize = 4096;
 const AUTH_SYS: u32 = 1;
 const AUTH_NONE: u32 = 0;
@@ -98,19 +103,47 @@ pub fn dispatch(
     Ok(w)
 }
 
+/// The export holding `path` and the components below its dataset.
+fn find_export(exports: &Exports, path: &str) -> Result<(Export, Vec<String>), u32> {
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    for k in (1..=comps.len()).rev() {
+        match exports.by_path(&comps[..k].join("/")) {
+            Ok(e) => return Ok((e, comps[k..].iter().map(|c| c.to_string()).collect())),
+            Err(LookupError::Gone) => continue,
+            Err(LookupError::NotShared) => return Err(MNT3ERR_ACCES),
+            Err(LookupError::Io) => return Err(MNT3ERR_IO),
+        }
+    }
+    Err(MNT3ERR_NOENT)
+}
+
+/// The handle of directory `below` (components) in `export`.
+fn walk(export: &Export, below: &[String]) -> Result<Handle, u32> {
+    let root = Ctx::root_handle(export).map_err(|_| MNT3ERR_IO)?;
+    let mut obj = root.obj;
+    let mut gen = root.gen;
+    for c in below {
+        if c == "." || c == ".." {
+            return Err(MNT3ERR_NOENT);
+        }
+        let a = export.fs.lookup(obj, c.as_bytes()).map_err(|e| match e.0 {
+            libc::ENOENT | libc::ENAMETOOLONG => MNT3ERR_NOENT,
+            libc::ENOTDIR => MNT3ERR_NOTDIR,
+            _ => MNT3ERR_IO,
+        })?;
+        if a.kind != FileKind::Directory {
+            return Err(MNT3ERR_NOTDIR);
+        }
+        (obj, gen) = (a.ino, a.generation);
+    }
+    Ok(Handle { obj, gen, ..root })
+}
+
 fn mnt(exports: &Exports, mounts: &MountList, client: IpAddr, path: &str, w: &mut Writer) {
-    let export = match exports.by_path(path) {
-        Ok(e) => e,
-        Err(LookupError::Gone) => {
-            w.u32(MNT3ERR_NOENT);
-            return;
-        }
-        Err(LookupError::NotShared) => {
-            w.u32(MNT3ERR_ACCES);
-            return;
-        }
-        Err(LookupError::Io) => {
-            w.u32(MNT3ERR_IO);
+    let (export, below) = match find_export(exports, path) {
+        Ok(x) => x,
+        Err(st) => {
+            w.u32(st);
             return;
         }
     };
@@ -122,7 +155,7 @@ fn mnt(exports: &Exports, mounts: &MountList, client: IpAddr, path: &str, w: &mu
         w.u32(MNT3ERR_ACCES);
         return;
     }
-    match Ctx::root_handle(&export) {
+    match walk(&export, &below) {
         Ok(h) => {
             mounts.add(client, path);
             w.u32(MNT3_OK)
@@ -131,8 +164,8 @@ fn mnt(exports: &Exports, mounts: &MountList, client: IpAddr, path: &str, w: &mu
                 .u32(AUTH_SYS)
                 .u32(AUTH_NONE);
         }
-        Err(_) => {
-            w.u32(MNT3ERR_IO);
+        Err(st) => {
+            w.u32(st);
         }
     }
 }

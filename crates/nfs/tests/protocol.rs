@@ -29,13 +29,28 @@ fn null_mount_export_dump_umnt() {
     }
     assert!(c.mount("/tank/fs").is_ok());
     assert!(c.mount("tank/fs/").is_ok(), "slashes are forgiven");
-    assert_eq!(st(c.mount("/tank/nope")), 2, "MNT3ERR_NOENT");
+    assert_eq!(
+        st(c.mount("/tank/nope")),
+        13,
+        "a missing path below the unshared root dataset is that dataset's ACCES"
+    );
     assert_eq!(
         st(c.mount("/tank")),
         13,
         "the unshared root dataset is refused"
     );
     assert_eq!(st(c.mount("/other/fs")), 2);
+    // A directory below the filesystem mounts that directory.
+    let root = c.mount("/tank/fs").unwrap();
+    let (sub, _) = c.mkdir(&root, "sub", 0o755).unwrap();
+    let (deep, _) = c.mkdir(&sub, "deep", 0o755).unwrap();
+    c.create_file(&sub, "file", 0o644).unwrap();
+    assert_eq!(c.mount("/tank/fs/sub").unwrap(), sub);
+    assert_eq!(c.mount("/tank/fs/sub/deep/").unwrap(), deep);
+    assert_eq!(st(c.mount("/tank/fs/sub/nope")), 2);
+    assert_eq!(st(c.mount("/tank/fs/sub/file")), 20, "MNT3ERR_NOTDIR");
+    assert_eq!(st(c.mount("/tank/fs/sub/../sub")), 2);
+    assert_eq!(st(c.mount("/tank/nope/sub")), 13, "under the unshared root");
     // EXPORT lists the share with its clients.
     let body = c.call(PROG_MOUNT, 3, 5, &[]).unwrap();
     let mut r = Reader::new(&body);
@@ -54,8 +69,10 @@ fn null_mount_export_dump_umnt() {
     c.call(PROG_MOUNT, 3, 3, &Writer::new().opaque(b"tank/fs/").buf)
         .unwrap();
     let body = c.call(PROG_MOUNT, 3, 2, &[]).unwrap();
-    assert_eq!(body, 0u32.to_be_bytes(), "empty mount list");
+    assert!(!String::from_utf8_lossy(&body).contains("/tank/fs\0"));
     c.call(PROG_MOUNT, 3, 4, &[]).unwrap();
+    let body = c.call(PROG_MOUNT, 3, 2, &[]).unwrap();
+    assert_eq!(body, 0u32.to_be_bytes(), "empty mount list after UMNTALL");
 }
 
 #[test]
