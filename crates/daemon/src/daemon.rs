@@ -32,11 +32,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
-pub mod iscsi;
 mod filesystems;
+pub mod iscsi;
 mod mounts;
-pub mod nfs;
 pub mod nbd;
+pub mod nfs;
 mod shares;
 mod snapshots;
 mod streams;

@@ -12,8 +12,8 @@ use super::{Daemon, OpResult};
 use cachalot_datasets::share::parse_sharenfs;
 use cachalot_datasets::{DatasetKind, Store};
 use cachalot_iscsi::target_name;
-use std::sync::Arc;
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 impl Daemon {
     pub(super) fn share_list(&self) -> OpResult {
