@@ -58,7 +58,6 @@ tgt              test
 libnbd-bin       test
 python3-libnbd   test
 nbdkit           test
-nbdfuse          test
 libiscsi-bin     test
 qemu-block-extra test
 '
