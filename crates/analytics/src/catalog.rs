@@ -70,13 +70,6 @@ pub const CATALOG: &[StatInfo] = &[
         about: "reads, writes and syncs of MySQL files by kind (redo, undo, ...) and table",
     },
     StatInfo {
-        name: "nfs.bytes",
-        dims: &["client", "share", "op", "file"],
-        unit: "bytes",
-        timed: false,
-        about: "bytes read and written over NFS",
-    },
-    StatInfo {
         name: "nbd.bytes",
         dims: &["client", "volume", "op"],
         unit: "bytes",
@@ -89,6 +82,13 @@ pub const CATALOG: &[StatInfo] = &[
         unit: "ops",
         timed: true,
         about: "NBD requests (offset = start of the volume region, for heat maps)",
+    },
+    StatInfo {
+        name: "nfs.bytes",
+        dims: &["client", "share", "op", "file"],
+        unit: "bytes",
+        timed: false,
+        about: "bytes read and written over NFS",
     },
     StatInfo {
         name: "nfs.ops",
