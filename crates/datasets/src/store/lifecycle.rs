@@ -130,9 +130,9 @@ impl Store {
             local.insert("reservation".into(), volsize.unwrap().to_string());
         }
         let id = make(&mut st, name, kind, local, volblocksize)?;
-        if is_volume {
-            let ds = st.handles[&id].clone();
-            drop(st);
+        let volume = is_volume.then(|| st.handles[&id].clone());
+        drop(st);
+        if let Some(ds) = volume {
             // Records of volblocksize from the start: a volume never grows from
             // one small block the way a file does.
             let obj = ds
@@ -140,6 +140,9 @@ impl Store {
                 .create_object_sized(crate::dataset::OTYPE_VOLUME, volblocksize.unwrap_or(16384))?;
             ds.objset.truncate(obj, volsize.unwrap())?;
         }
+        // `create` is durable when it returns, as in zfs (a dataset created and
+        // mounted just before a kill -9 was gone after the restart).
+        self.sync()?;
         Ok(())
     }
 

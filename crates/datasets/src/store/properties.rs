@@ -280,12 +280,13 @@ impl Store {
             st = self.state.lock();
         }
         refresh_props(&st);
-        if prop == "volsize" {
-            drop(st);
-            // Clients see the new size at once and may write past the old end
-            // through the intent log: the size must be durable first.
-            self.sync()?;
-        }
+        drop(st);
+        // A property change is durable when `set` returns, as in zfs: what the
+        // appliance reports must be what it does after a crash too (sync=always
+        // set and then lost to a kill -9 made an iSCSI LUN report a write cache
+        // again). For volsize it matters twice: clients see the new size at once
+        // and may write past the old end through the intent log.
+        self.sync()?;
         Ok(())
     }
 
@@ -313,6 +314,9 @@ impl Store {
             .remove(prop);
         st.catalog_dirty = true;
         refresh_props(&st);
+        drop(st);
+        // Durable when it returns, as `set_prop`.
+        self.sync()?;
         Ok(())
     }
 }
