@@ -41,16 +41,28 @@ fn workload(seed: u64, devs: &[SimDevice], txgs: usize, cut: Option<u64>) -> Run
     for t in 0..txgs {
         if t % 3 == 1 {
             let name = format!("tank/d{t}");
-            store
-                .create_dataset(
-                    &name,
-                    DatasetKind::Filesystem,
-                    None,
-                    &[("recordsize".into(), "16K".into())],
-                    false,
-                )
-                .unwrap();
-            model.insert(name, BTreeMap::new());
+            // `create` commits its own txg before it returns: the model of that
+            // txg is the one with the new dataset, and a cut may land in it.
+            let mut with_new = model.clone();
+            with_new.insert(name.clone(), BTreeMap::new());
+            let target = store.open_txg();
+            run.by_txg.insert(target, with_new.clone());
+            match store.create_dataset(
+                &name,
+                DatasetKind::Filesystem,
+                None,
+                &[("recordsize".into(), "16K".into())],
+                false,
+            ) {
+                Ok(()) => {}
+                Err(_) if devs[0].is_cut() => break,
+                Err(e) => panic!("seed {seed}: create failed without a power cut: {e}"),
+            }
+            if devs[0].is_cut() {
+                break;
+            }
+            model = with_new;
+            run.acked = store.synced_txg();
         }
         if t % 5 == 4 && model.len() > 2 {
             let victim = model.keys().nth(1).unwrap().clone();
