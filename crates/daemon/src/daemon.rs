@@ -391,6 +391,16 @@ impl Daemon {
     }
 
     /// The online store of pool `name`, or a clear error.
+    /// The stores of every imported (online) pool, in pool-name order: what the
+    /// protocol servers and `share list` walk.
+    pub(crate) fn open_stores(&self) -> Vec<Arc<Store>> {
+        self.pools
+            .read()
+            .values()
+            .filter_map(|s| s.store.clone())
+            .collect()
+    }
+
     fn store(&self, name: &str) -> Result<Arc<Store>, String> {
         match self.pools.read().get(name) {
             None => Err(format!("pool '{name}' does not exist")),

@@ -148,12 +148,7 @@ impl DaemonCatalog {
         if d.is_shutting_down() {
             return Vec::new();
         }
-        let stores: Vec<Arc<Store>> = d
-            .pools
-            .read()
-            .values()
-            .filter_map(|s| s.store.clone())
-            .collect();
+        let stores: Vec<Arc<Store>> = d.open_stores();
         let mut out = Vec::new();
         for s in stores {
             for info in s.list(None, true).unwrap_or_default() {

@@ -83,12 +83,7 @@ impl Daemon {
 
     /// Every shared volume of every online pool.
     fn nbd_export_names(&self) -> Vec<String> {
-        let stores: Vec<_> = self
-            .pools
-            .read()
-            .values()
-            .filter_map(|s| s.store.clone())
-            .collect();
+        let stores: Vec<_> = self.open_stores();
         let mut out = Vec::new();
         for s in stores {
             for d in s.list(None, true).unwrap_or_default() {

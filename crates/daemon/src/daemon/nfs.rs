@@ -35,12 +35,7 @@ struct DaemonFs(Weak<Daemon>);
 impl FsProvider for DaemonFs {
     fn stores(&self) -> Vec<Arc<Store>> {
         match self.0.upgrade() {
-            Some(d) if !d.is_shutting_down() => d
-                .pools
-                .read()
-                .values()
-                .filter_map(|s| s.store.clone())
-                .collect(),
+            Some(d) if !d.is_shutting_down() => d.open_stores(),
             _ => vec![],
         }
     }

@@ -35,12 +35,7 @@ impl Daemon {
     /// One row per filesystem whose `sharenfs` is not off.
     fn nfs_share_rows(&self) -> Vec<Value> {
         let serving = self.nfs_addr();
-        let stores: Vec<_> = self
-            .pools
-            .read()
-            .values()
-            .filter_map(|s| s.store.clone())
-            .collect();
+        let stores: Vec<_> = self.open_stores();
         let mut rows = vec![];
         for store in stores {
             let Ok(infos) = store.list(None, true) else {
@@ -82,12 +77,7 @@ impl Daemon {
             return Vec::new();
         };
         let sessions = svc.target.sessions();
-        let stores: Vec<Arc<Store>> = self
-            .pools
-            .read()
-            .values()
-            .filter_map(|s| s.store.clone())
-            .collect();
+        let stores: Vec<Arc<Store>> = self.open_stores();
         let mut rows = Vec::new();
         for s in stores {
             for info in s.list(None, true).unwrap_or_default() {
