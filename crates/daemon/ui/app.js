@@ -290,6 +290,8 @@ function route() {
     ] : [
       ["FUSE ops by op", "fuse.ops", "op", [`dataset=${name}`]],
       ["FUSE bytes by file", "fuse.bytes", "file", [`dataset=${name}`]],
+      ["NFS ops by client", "nfs.ops", "client", [`share=${name}`]],
+      ["NFS bytes by file", "nfs.bytes", "file", [`share=${name}`]],
       ["InnoDB I/O by kind", "innodb.ops", "kind", [`dataset=${name}`]],
       ["InnoDB I/O by table", "innodb.ops", "table", [`dataset=${name}`]],
       ["intent log commits", "zil.commits", "dataset", [`dataset=${name}`]],
@@ -302,6 +304,7 @@ function route() {
   panelsFor($("ov-panels"), [
     ["FUSE ops by dataset", "fuse.ops", "dataset", []],
     ["FUSE bytes by op", "fuse.bytes", "op", []],
+    ["NFS ops by share", "nfs.ops", "share", []],
     ["InnoDB I/O by kind", "innodb.ops", "kind", []],
     ["disk bytes by device", "disk.bytes", "device", []],
   ]);
