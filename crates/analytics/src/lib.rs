@@ -61,6 +61,7 @@
 
 pub mod catalog;
 pub mod classify;
+pub mod files;
 pub mod query;
 pub mod series;
 

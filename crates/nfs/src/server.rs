@@ -444,8 +444,11 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
         Some(Ok(a)) => a,
     };
     let client = conn.peer.ip();
-    let key = (client, call.xid, call.proc_, args_hash(call.args));
-    if non_idempotent(call.proc_) {
+    // Only non-idempotent procedures use the duplicate request cache, so only
+    // they pay for hashing their arguments.
+    let key =
+        non_idempotent(call.proc_).then(|| (client, call.xid, call.proc_, args_hash(call.args)));
+    if let Some(key) = key {
         match sh.drc.lock().begin(key) {
             DrcState::New => {}
             DrcState::InProgress => return Ok(None),
@@ -461,16 +464,17 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
     };
     let body = nfs3::dispatch(&ctx, parsed);
     let reply = ok_reply(call.xid, &body.buf);
-    if non_idempotent(call.proc_) {
+    if let Some(key) = key {
         sh.drc.lock().finish(key, &reply);
     }
     let note = ctx.note.into_inner();
-    if let Some((share, obj, parent, name)) = &note.named {
-        sh.stats.name(share, *obj, *parent, name);
+    let share = note.share.as_deref().map(|s| (s, note.root));
+    if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
+        sh.stats.name(share, root, *obj, *parent, name);
     }
     sh.stats.record(
         &client.to_string(),
-        note.share.as_deref(),
+        share,
         args::PROC_NAMES[call.proc_ as usize],
         note.obj,
         note.bytes,

@@ -2,35 +2,29 @@
 //! client address, share (dataset), operation and file.
 //!
 //! Invariants:
-//! - The file dimension is the path within the share, built from the names the
-//!   server saw for each object (LOOKUP, CREATE, MKDIR, ... and READDIRPLUS
-//!   replies), else `#<object>`; the name map is bounded (`MAX_NAMES`, then it
-//!   restarts), so a mislabel is possible, a miscount is not.
-//! - A share is a MySQL share once a file only MySQL creates was named in it
-//!   ([`is_mysql_marker`]); from then on its reads, writes and commits are also
-//!   counted in `innodb.ops` (kind, table, op, dataset, file), as over FUSE.
-//! - Cardinality is bounded by the registry's per-stat key cap.
+//! - The file dimension is the path within the share, resolved and cached per
+//!   share by [`FileNames`] (shared with FUSE) from the names the server saw for
+//!   each object (LOOKUP, CREATE, MKDIR, ... and READDIRPLUS replies), else
+//!   `#<object>`; the maps are bounded, so a mislabel is possible, a miscount is not.
+//! - A share is a MySQL share once a file only MySQL creates was named in it;
+//!   from then on its reads, writes and commits are also counted in `innodb.ops`
+//!   (kind, table, op, dataset, file), as over FUSE.
+//! - Cardinality is bounded by the registry's per-stat key cap; the share map
+//!   holds one entry per share that ever served a request.
 
-use cachalot_analytics::classify::{classify, is_mysql_marker};
+use cachalot_analytics::files::FileNames;
 use cachalot_analytics::Stat;
 use parking_lot::RwLock;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-const MAX_NAMES: usize = 100_000;
-const MAX_DEPTH: usize = 64;
-
-type Key = (Arc<str>, u64);
 
 pub struct Stats {
     ops: Stat,
     bytes: Stat,
     innodb: Stat,
-    /// Shares seen holding MySQL files.
-    mysql: RwLock<HashSet<Arc<str>>>,
-    /// (share, object) -> (parent object, name).
-    names: RwLock<HashMap<Key, (u64, Arc<str>)>>,
+    /// share -> names of its objects.
+    shares: RwLock<HashMap<Arc<str>, Arc<FileNames>>>,
 }
 
 impl Default for Stats {
@@ -50,60 +44,32 @@ impl Stats {
             ops: stat("nfs.ops"),
             bytes: stat("nfs.bytes"),
             innodb: stat("innodb.ops"),
-            mysql: RwLock::new(HashSet::new()),
-            names: RwLock::new(HashMap::new()),
+            shares: RwLock::new(HashMap::new()),
         }
     }
 
-    /// Remember that `obj` is `name` in `parent` of `share`.
-    pub fn name(&self, share: &str, obj: u64, parent: u64, name: &[u8]) {
-        if name == b"." || name == b".." {
-            return;
+    /// The names of `share`, whose root directory is object `root`.
+    fn share(&self, share: &str, root: u64) -> Arc<FileNames> {
+        if let Some(f) = self.shares.read().get(share) {
+            return f.clone();
         }
-        {
-            let mut m = self.names.write();
-            if m.len() >= MAX_NAMES {
-                m.clear();
-            }
-            m.insert(
-                (Arc::from(share), obj),
-                (parent, Arc::from(String::from_utf8_lossy(name).as_ref())),
-            );
-        }
-        if !self.mysql.read().contains(share) && is_mysql_marker(&self.path(share, obj)) {
-            self.mysql.write().insert(Arc::from(share));
-        }
+        self.shares
+            .write()
+            .entry(Arc::from(share))
+            .or_insert_with(|| Arc::new(FileNames::new(root)))
+            .clone()
     }
 
-    fn path(&self, share: &str, obj: u64) -> String {
-        let names = self.names.read();
-        let share: Arc<str> = Arc::from(share);
-        let mut parts: Vec<Arc<str>> = vec![];
-        let mut cur = obj;
-        while let Some((parent, name)) = names.get(&(share.clone(), cur)) {
-            parts.push(name.clone());
-            cur = *parent;
-            if parts.len() >= MAX_DEPTH {
-                parts.push(Arc::from("..."));
-                break;
-            }
-        }
-        if parts.is_empty() {
-            return format!("#{obj}");
-        }
-        let mut p = String::new();
-        for s in parts.iter().rev() {
-            p.push('/');
-            p.push_str(s);
-        }
-        p
+    /// Remember that `obj` is `name` in `parent` of `share` (root object `root`).
+    pub fn name(&self, share: &str, root: u64, obj: u64, parent: u64, name: &[u8]) {
+        self.share(share, root).name(obj, parent, name);
     }
 
-    /// Count one request.
+    /// Count one request; `share` is (name, root object) when the request named one.
     pub fn record(
         &self,
         client: &str,
-        share: Option<&str>,
+        share: Option<(&str, u64)>,
         op: &str,
         obj: Option<u64>,
         bytes: u64,
@@ -112,12 +78,18 @@ impl Stats {
         if !cachalot_analytics::enabled() {
             return;
         }
-        let share = share.unwrap_or("-");
-        let file = match obj {
-            Some(o) if share != "-" => self.path(share, o),
-            _ => "-".to_string(),
+        let Some((share, root)) = share else {
+            let key = [client, "-", op, "-"];
+            self.ops.record(&key, bytes, latency);
+            if bytes > 0 {
+                self.bytes.add(&key, 1, bytes);
+            }
+            return;
         };
-        let key = [client, share, op, file.as_str()];
+        let names = self.share(share, root);
+        let file = obj.map(|o| names.file(o));
+        let path = file.as_ref().map_or("-", |f| &f.path);
+        let key = [client, share, op, path];
         self.ops.record(&key, bytes, latency);
         if bytes > 0 {
             self.bytes.add(&key, 1, bytes);
@@ -128,13 +100,9 @@ impl Stats {
             "commit" => "fsync",
             _ => return,
         };
-        if self.mysql.read().contains(share) {
-            let class = classify(&file);
-            self.innodb.record(
-                &[class.kind, &class.table, io, share, &file],
-                bytes,
-                latency,
-            );
+        if let (true, Some(f)) = (names.is_mysql(), file) {
+            self.innodb
+                .record(&[f.kind, &f.table, io, share, &f.path], bytes, latency);
         }
     }
 }
@@ -146,15 +114,13 @@ mod tests {
     #[test]
     fn paths_and_mysql_detection() {
         let s = Stats::new();
-        s.name("t/db", 5, 1, b"shop");
-        s.name("t/db", 6, 5, b"orders.ibd");
-        assert_eq!(s.path("t/db", 6), "/shop/orders.ibd");
-        assert_eq!(s.path("t/db", 99), "#99");
-        assert!(
-            s.mysql.read().contains("t/db"),
-            "an .ibd marks the share MySQL"
-        );
-        s.name("t/plain", 2, 1, b"notes.txt");
-        assert!(!s.mysql.read().contains("t/plain"));
+        s.name("t/db", 1, 5, 1, b"shop");
+        s.name("t/db", 1, 6, 5, b"orders.ibd");
+        let db = s.share("t/db", 1);
+        assert_eq!(&*db.file(6).path, "/shop/orders.ibd");
+        assert_eq!(&*db.file(99).path, "#99");
+        assert!(db.is_mysql(), "an .ibd marks the share MySQL");
+        s.name("t/plain", 1, 2, 1, b"notes.txt");
+        assert!(!s.share("t/plain", 1).is_mysql());
     }
 }

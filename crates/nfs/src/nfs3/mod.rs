@@ -226,18 +226,20 @@ pub struct Ctx<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Note {
     pub share: Option<String>,
+    /// The share's root directory object.
+    pub root: u64,
     pub obj: Option<u64>,
     pub bytes: u64,
-    /// A name seen: (share, object, parent, name).
-    pub named: Option<(String, u64, u64, Vec<u8>)>,
+    /// A name seen in the share: (object, parent, name).
+    pub named: Option<(u64, u64, Vec<u8>)>,
 }
 
 impl Ctx<'_> {
     /// Tell the analytics that `obj` is `name` in `parent` of the request's share.
     pub fn named(&self, obj: u64, parent: u64, name: &[u8]) {
         let mut n = self.note.borrow_mut();
-        if let Some(share) = n.share.clone() {
-            n.named = Some((share, obj, parent, name.to_vec()));
+        if n.share.is_some() {
+            n.named = Some((obj, parent, name.to_vec()));
             n.obj = Some(obj);
         }
     }
@@ -284,6 +286,7 @@ impl Ctx<'_> {
         {
             let mut n = self.note.borrow_mut();
             n.share = Some(export.name.clone());
+            n.root = export.fs.root();
             n.obj = Some(h.obj);
         }
         let target = match h.kind {
@@ -373,6 +376,24 @@ pub fn post_attr(w: &mut Writer, a: Option<&Attr>, fsid: u64) {
         }
         None => {
             w.bool(false);
+        }
+    }
+}
+
+/// `status, wcc_data`: how every reply of a changing procedure begins.
+pub fn status_wcc(w: &mut Writer, st: u32, pre: Option<&Attr>, post: Option<&Attr>, fsid: u64) {
+    w.u32(st);
+    wcc(w, pre, post, fsid);
+}
+
+/// Resolve `fh` for a procedure whose reply begins `status, wcc_data`; when it
+/// does not resolve, `w` is that reply (the status, no attributes).
+pub fn resolve_or_reply(ctx: &Ctx<'_>, fh: &[u8], w: &mut Writer) -> Option<Node> {
+    match ctx.resolve(fh) {
+        Ok(n) => Some(n),
+        Err(st) => {
+            status_wcc(w, st, None, None, 0);
+            None
         }
     }
 }
