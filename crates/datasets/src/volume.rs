@@ -75,7 +75,7 @@ impl Store {
         if let Some(rec) = st.catalog.datasets.get_mut(&id) {
             if rec.props.get("volsize").map(String::as_str) != Some(&size.to_string()) {
                 rec.props.insert("volsize".into(), size.to_string());
-                st.catalog_dirty = true;
+                st.mark_catalog_dirty();
                 return Ok(true);
             }
         }

@@ -2,9 +2,11 @@
 //! mount paths and file handles to the one shared [`Fs`] of each dataset.
 //!
 //! Invariants:
-//! - The share options are read from the dataset's (possibly inherited)
-//!   `sharenfs` property on every mount and every request, so a change takes
-//!   effect at once; nothing here caches a permission.
+//! - The share options are the dataset's (possibly inherited) `sharenfs`
+//!   property as of every mount and every request, so a change takes effect at
+//!   once: a request reuses the options parsed for the previous one only while
+//!   the pool's catalog is unchanged ([`Store::catalog_changes`]), which every
+//!   property change, create, destroy and rename bumps.
 //! - The filesystem of a dataset comes from the [`FsProvider`] (the daemon's
 //!   registry), which hands the FUSE mount and NFS the same `Arc<Fs>`; this
 //!   table only caches that `Arc` by (pool guid, dataset id), and drops the entry
@@ -51,7 +53,8 @@ pub enum LookupError {
 }
 
 type Key = (u64, u64);
-type Cached = (String, Arc<Store>, Arc<Fs>);
+/// (name, store, filesystem, catalog changes when `share` was read, share).
+type Cached = (String, Arc<Store>, Arc<Fs>, u64, Option<ShareNfs>);
 type SnapKey = (u64, u64, u64);
 type SnapCached = (String, Arc<Fs>);
 
@@ -84,7 +87,7 @@ impl Exports {
     /// daemon calls this before it destroys, renames or exports them).
     pub fn forget(&self, name: &str) {
         let under = |n: &str| n == name || n.starts_with(&format!("{name}/"));
-        self.cache.lock().retain(|_, (n, _, _)| !under(n));
+        self.cache.lock().retain(|_, (n, ..)| !under(n));
         self.snaps.lock().retain(|_, (n, _)| {
             let base = n.split('@').next().unwrap_or("");
             !under(base)
@@ -149,7 +152,8 @@ impl Exports {
             .map_err(|_| LookupError::Io)?;
         self.cache.lock().insert(
             (store.pool().guid(), id),
-            (name.to_string(), store.clone(), fs.clone()),
+            // No share options read yet: the first request reads them.
+            (name.to_string(), store.clone(), fs.clone(), u64::MAX, None),
         );
         Ok(fs)
     }
@@ -157,11 +161,26 @@ impl Exports {
     /// The export holding dataset `ds_id` of pool `pool_guid`.
     pub fn by_id(&self, pool_guid: u64, ds_id: u64) -> Result<Export, LookupError> {
         let cached = self.cache.lock().get(&(pool_guid, ds_id)).cloned();
-        if let Some((name, store, fs)) = cached {
+        if let Some((name, store, fs, changes, share)) = cached {
             // Still the same dataset under the same name, with the same handle?
             match store.dataset(&name) {
                 Ok(ds) if ds.id() == ds_id && Arc::ptr_eq(&ds, fs.dataset()) => {
-                    return Ok(self.export_of(store, &name, fs, ds_id));
+                    let now = store.catalog_changes();
+                    if now == changes {
+                        return Ok(Export {
+                            name,
+                            pool_guid,
+                            ds_id,
+                            store,
+                            fs,
+                            share,
+                        });
+                    }
+                    let e = self.export_of(store, &name, fs, ds_id);
+                    if let Some(c) = self.cache.lock().get_mut(&(pool_guid, ds_id)) {
+                        (c.3, c.4) = (now, e.share.clone());
+                    }
+                    return Ok(e);
                 }
                 _ => {
                     self.cache.lock().remove(&(pool_guid, ds_id));

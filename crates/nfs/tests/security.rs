@@ -124,8 +124,15 @@ fn client_outside_the_list_is_refused() {
     env.store
         .set_prop("tank", "sharenfs", "rw=127.0.0.1")
         .unwrap();
-    c.mount("/tank/fs").unwrap();
+    let root = c.mount("/tank/fs").unwrap();
     c.mount("/tank").unwrap();
+    // A change on the parent reaches requests on the child's handles at once
+    // (the server reuses parsed options only while the catalog is unchanged).
+    c.getattr(&root).unwrap();
+    env.store
+        .set_prop("tank", "sharenfs", "rw=10.0.0.0/8")
+        .unwrap();
+    assert_eq!(st(c.getattr(&root)), NFS3ERR_ACCES);
 }
 
 #[test]

@@ -17,6 +17,13 @@ use std::sync::Arc;
 
 impl Store {
     /// Handle of a dataset.
+    /// How many times the catalog (datasets, snapshots, properties) changed
+    /// since this store was opened: anything derived from it stays valid while
+    /// this number does (the NFS server caches parsed `sharenfs` options so).
+    pub fn catalog_changes(&self) -> u64 {
+        self.state.lock().catalog_changes
+    }
+
     pub fn dataset(&self, name: &str) -> Result<Arc<Dataset>> {
         self.check_live()?;
         let st = self.state.lock();
@@ -119,7 +126,7 @@ impl Store {
             let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
             apply_props(&st.catalog, id, &ds);
             st.handles.insert(id, ds);
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
             Ok(id)
         };
         for p in &to_create {
@@ -199,7 +206,7 @@ impl Store {
                 st.pending_destroy.push((*id, h, rec));
             }
         }
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         Ok(())
     }
 
@@ -222,7 +229,7 @@ impl Store {
         if let Some(h) = st.handles.get(&id) {
             h.set_name(new);
         }
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         refresh_props(&st);
         Ok(())
     }

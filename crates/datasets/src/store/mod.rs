@@ -125,6 +125,17 @@ pub(crate) struct State {
     /// Snapshot operations for the next commit, in order.
     pub snap_ops: Vec<crate::snapshot::SnapOp>,
     pub catalog_dirty: bool,
+    /// Catalog changes since the store was opened (see [`Store::catalog_changes`]).
+    pub catalog_changes: u64,
+}
+
+impl State {
+    /// The catalog changed: the next commit writes it, and caches derived from
+    /// it (e.g. parsed share options) are stale.
+    pub fn mark_catalog_dirty(&mut self) {
+        self.catalog_dirty = true;
+        self.catalog_changes += 1;
+    }
 }
 
 struct TxgState {

@@ -217,6 +217,7 @@ impl Store {
                 pending_destroy: vec![],
                 snap_ops: vec![],
                 catalog_dirty: false,
+                catalog_changes: 0,
             }),
             txg: Mutex::new(TxgState {
                 open_txg: txg,

@@ -269,7 +269,7 @@ impl Store {
             .unwrap()
             .props
             .insert(prop.to_string(), canon.clone());
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         if prop == "volsize" {
             let h = st.handles[&rec.id].clone();
             drop(st);
@@ -312,7 +312,7 @@ impl Store {
             .unwrap()
             .props
             .remove(prop);
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         refresh_props(&st);
         drop(st);
         // Durable when it returns, as `set_prop`.

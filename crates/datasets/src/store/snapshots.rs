@@ -91,7 +91,7 @@ impl Store {
                 list.push((rec.id, snap.to_string(), guid));
             }
             st.snap_ops.push(crate::snapshot::SnapOp::Create(list));
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
         }
         self.sync()
     }
@@ -120,7 +120,7 @@ impl Store {
             check_no_clones(&st.catalog, id, &snap)?;
             st.snap_ops
                 .push(crate::snapshot::SnapOp::Destroy { id, name: snap });
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
         }
         self.sync()?;
         Ok(())
@@ -162,7 +162,7 @@ impl Store {
             }
             st.snap_ops
                 .push(crate::snapshot::SnapOp::Rollback { id, name: snap });
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
         }
         self.sync()?;
         if let Some((fs, _)) = full.split_once('@') {
@@ -245,7 +245,7 @@ impl Store {
         ));
         apply_props(&st.catalog, new_id, &ds);
         st.handles.insert(new_id, ds);
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         drop(st);
         self.sync_volsize(new).map(|_| ())
     }
@@ -311,7 +311,7 @@ impl Store {
                 }
             }
         }
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         Ok(())
     }
 
@@ -362,7 +362,7 @@ impl Store {
         let (id, idx) = self.find_snapshot(&st, full)?;
         let rec = st.catalog.datasets.get_mut(&id).expect("found above");
         rec.snapshots[idx].props.insert(prop.to_string(), canon);
-        st.catalog_dirty = true;
+        st.mark_catalog_dirty();
         Ok(())
     }
 
