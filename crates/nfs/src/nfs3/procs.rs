@@ -9,10 +9,10 @@
 
 use super::args::{Args, Sattr, MAX_IO};
 use super::{
-    dirs, fattr, may, may_io, ns, post_attr, status, wcc, Ctx, Node, Target, User, ACCESS_DELETE,
-    ACCESS_EXECUTE, ACCESS_EXTEND, ACCESS_LOOKUP, ACCESS_MODIFY, ACCESS_READ, MAY_EXEC, MAY_READ,
-    MAY_WRITE, NFS3ERR_ACCES, NFS3ERR_INVAL, NFS3ERR_ISDIR, NFS3ERR_NOT_SYNC, NFS3ERR_PERM,
-    NFS3_OK,
+    dirs, fattr, may, may_io, ns, post_attr, resolve_or_reply, status, status_wcc, Ctx, Node,
+    Target, User, ACCESS_DELETE, ACCESS_EXECUTE, ACCESS_EXTEND, ACCESS_LOOKUP, ACCESS_MODIFY,
+    ACCESS_READ, MAY_EXEC, MAY_READ, MAY_WRITE, NFS3ERR_ACCES, NFS3ERR_INVAL, NFS3ERR_ISDIR,
+    NFS3ERR_NOT_SYNC, NFS3ERR_PERM, NFS3_OK,
 };
 use crate::xdr::Writer;
 use cachalot_posix::fs::{MAX_FILE_SIZE, MAX_LINKS};
@@ -115,18 +115,12 @@ pub(super) fn to_setattr(s: &Sattr) -> SetAttr {
 
 fn setattr(ctx: &Ctx<'_>, fh: &[u8], s: &Sattr, guard: Option<cachalot_posix::Timespec>) -> Writer {
     let mut w = Writer::new();
-    let n = match ctx.resolve(fh) {
-        Ok(n) => n,
-        Err(st) => {
-            w.u32(st);
-            wcc(&mut w, None, None, 0);
-            return w;
-        }
+    let Some(n) = resolve_or_reply(ctx, fh, &mut w) else {
+        return w;
     };
     let pre = n.attr();
     let fail = |mut w: Writer, st: u32| {
-        w.u32(st);
-        wcc(&mut w, pre.as_ref(), pre.as_ref(), n.fsid());
+        status_wcc(&mut w, st, pre.as_ref(), pre.as_ref(), n.fsid());
         w
     };
     if let Err(st) = n.writable() {
@@ -145,14 +139,14 @@ fn setattr(ctx: &Ctx<'_>, fh: &[u8], s: &Sattr, guard: Option<cachalot_posix::Ti
         .setattr(a.ino, &to_setattr(s))
         .and_then(|post| n.commit_metadata(fs).map(|()| post))
     {
-        Ok(post) => {
-            w.u32(NFS3_OK);
-            wcc(&mut w, pre.as_ref(), Some(&post), n.fsid());
-        }
-        Err(e) => {
-            w.u32(status(e));
-            wcc(&mut w, pre.as_ref(), n.reload().as_ref(), n.fsid());
-        }
+        Ok(post) => status_wcc(&mut w, NFS3_OK, pre.as_ref(), Some(&post), n.fsid()),
+        Err(e) => status_wcc(
+            &mut w,
+            status(e),
+            pre.as_ref(),
+            n.reload().as_ref(),
+            n.fsid(),
+        ),
     }
     w
 }
@@ -286,13 +280,8 @@ const FILE_SYNC: u32 = 2;
 
 fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8]) -> Writer {
     let mut w = Writer::new();
-    let n = match ctx.resolve(fh) {
-        Ok(n) => n,
-        Err(s) => {
-            w.u32(s);
-            wcc(&mut w, None, None, 0);
-            return w;
-        }
+    let Some(n) = resolve_or_reply(ctx, fh, &mut w) else {
+        return w;
     };
     let pre = n.attr();
     let res = n
@@ -315,52 +304,34 @@ fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8
             Ok(data.len())
         });
     let post = n.reload();
-    match res {
-        Ok(len) => {
-            ctx.note.borrow_mut().bytes = len as u64;
-            w.u32(NFS3_OK);
-            wcc(&mut w, pre.as_ref(), post.as_ref(), n.fsid());
-            w.u32(len as u32)
-                .u32(if stable == UNSTABLE {
-                    UNSTABLE
-                } else {
-                    FILE_SYNC
-                })
-                .fixed(&ctx.write_verf);
-        }
-        Err(s) => {
-            w.u32(s);
-            wcc(&mut w, pre.as_ref(), post.as_ref(), n.fsid());
-        }
+    let st = res.as_ref().map_or_else(|s| *s, |_| NFS3_OK);
+    status_wcc(&mut w, st, pre.as_ref(), post.as_ref(), n.fsid());
+    if let Ok(len) = res {
+        ctx.note.borrow_mut().bytes = len as u64;
+        let committed = if stable == UNSTABLE {
+            UNSTABLE
+        } else {
+            FILE_SYNC
+        };
+        w.u32(len as u32).u32(committed).fixed(&ctx.write_verf);
     }
     w
 }
 
 fn commit(ctx: &Ctx<'_>, fh: &[u8]) -> Writer {
     let mut w = Writer::new();
-    let n = match ctx.resolve(fh) {
-        Ok(n) => n,
-        Err(s) => {
-            w.u32(s);
-            wcc(&mut w, None, None, 0);
-            return w;
-        }
+    let Some(n) = resolve_or_reply(ctx, fh, &mut w) else {
+        return w;
     };
     let pre = n.attr();
     let res = match n.obj() {
         Ok((fs, _)) if n.writable().is_ok() => fs.fsync().map_err(status),
         _ => Ok(()),
     };
-    match res {
-        Ok(()) => {
-            w.u32(NFS3_OK);
-            wcc(&mut w, pre.as_ref(), pre.as_ref(), n.fsid());
-            w.fixed(&ctx.write_verf);
-        }
-        Err(s) => {
-            w.u32(s);
-            wcc(&mut w, pre.as_ref(), pre.as_ref(), n.fsid());
-        }
+    let st = res.map_or_else(|s| s, |()| NFS3_OK);
+    status_wcc(&mut w, st, pre.as_ref(), pre.as_ref(), n.fsid());
+    if st == NFS3_OK {
+        w.fixed(&ctx.write_verf);
     }
     w
 }
