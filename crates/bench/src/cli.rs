@@ -86,6 +86,12 @@ pub struct NfsArgs {
     /// Bytes of each connection's file used by the random rows
     #[arg(long, default_value = "64M", value_parser = size_arg)]
     pub file: u64,
+    /// Shell command that empties a server's caches before the streaming read
+    /// from disk, run once per target with BENCH_TARGET=NAME (e.g. export and
+    /// import the pool for cachalot, `echo 3 >/proc/sys/vm/drop_caches` for
+    /// both); without it that row is left out
+    #[arg(long)]
+    pub drop_caches: Option<String>,
 }
 
 /// Targets and outputs, common to both studies.
@@ -246,6 +252,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             seconds: n.time.clamp(1, 3600),
             stream_bytes: n.stream.max(1 << 20),
             file_bytes: n.file.max(1 << 20),
+            drop_caches: n.drop_caches.clone(),
         };
         let table = cachalot_nfs::load::run(&n.targets, &opts).map_err(anyhow::Error::msg)?;
         print!("{table}");

@@ -3,7 +3,9 @@
 //! other: streaming write (1 MiB UNSTABLE writes, COMMIT at the end of each
 //! file), streaming read (the files just written: from cache), 1-byte read
 //! IOPS and 4 KiB random read IOPS (from cache), and 16 KiB random reads and
-//! writes with a COMMIT after every 1 MiB written. Every thread has its own
+//! writes with a COMMIT after every 1 MiB written; with a cache-dropping
+//! command, a streaming read from disk after the one from cache. All data written is
+//! pseudo-random (incompressible). Every thread has its own
 //! connection with one request outstanding, so `threads` is the number of
 //! requests in flight.
 //!
@@ -71,6 +73,10 @@ pub struct LoadOptions {
     pub stream_bytes: u64,
     /// Size of each thread's file for the random rows.
     pub file_bytes: u64,
+    /// A shell command that empties the server's caches (run with `BENCH_TARGET`
+    /// set to the target's name) before the streaming read from disk; without
+    /// it that row is not measured.
+    pub drop_caches: Option<String>,
 }
 
 /// One measured row of one target.
@@ -86,6 +92,7 @@ pub struct RowResult {
 pub const ROWS: &[(&str, &str)] = &[
     ("streaming write (1M, UNSTABLE + COMMIT)", "MB/s"),
     ("streaming read from cache (1M)", "MB/s"),
+    ("streaming read from disk (1M)", "MB/s"),
     ("1-byte read IOPS from cache", "ops/s"),
     ("4 KiB random read IOPS from cache", "ops/s"),
     ("16 KiB random read IOPS", "ops/s"),
@@ -181,13 +188,24 @@ fn rand(seed: u64, i: u64) -> u64 {
     x ^ (x >> 33)
 }
 
+/// `len` pseudo-random (incompressible) bytes.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    (0..len.div_ceil(8) as u64)
+        .flat_map(|i| rand(seed, i).to_le_bytes())
+        .take(len)
+        .collect()
+}
+
 /// Measure every row against one target.
 pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String> {
     let mut conns = (0..o.threads)
         .map(|i| connect(t, i))
         .collect::<Result<Vec<_>, _>>()?;
     let mut out = vec![];
-    let chunk = vec![0x5au8; 1 << 20];
+    // Incompressible data: a server that compresses (cachalot's default lz4)
+    // must not win the streaming rows, least of all the read from disk, by
+    // moving fewer bytes than an uncompressed file system.
+    let chunk = noise(1, 1 << 20);
     let mut row = |idx: usize, r: (u64, u64, f64), conns_pid: Option<(u64, u64)>| {
         let (name, unit) = ROWS[idx];
         let value = if unit == "MB/s" {
@@ -222,11 +240,17 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
         Ok((!last, 1 << 20))
     })?;
     row(0, r, cpu);
-    let (r, cpu) = measure(&mut conns, 3600, &|c, i| {
+    let stream_read = |c: &mut Conn, i: u64| {
         let (d, eof) = c.c.read(&c.file, i << 20, 1 << 20).map_err(err)?;
         Ok((!eof && i + 1 < stream_chunks, d.len() as u64))
-    })?;
+    };
+    let (r, cpu) = measure(&mut conns, 3600, &stream_read)?;
     row(1, r, cpu);
+    if let Some(cmd) = &o.drop_caches {
+        drop_caches(cmd, &t.name)?;
+        let (r, cpu) = measure(&mut conns, 3600, &stream_read)?;
+        row(2, r, cpu);
+    }
     // The random rows use the first `file_bytes` of each file.
     let span = o.file_bytes.min(stream_chunks << 20).max(1 << 20);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
@@ -234,20 +258,20 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
         let (d, _) = c.c.read(&c.file, off, 1).map_err(err)?;
         Ok((true, d.len() as u64))
     })?;
-    row(2, r, cpu);
+    row(3, r, cpu);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(2, i) % (span / 4096)) * 4096;
         let (d, _) = c.c.read(&c.file, off, 4096).map_err(err)?;
         Ok((true, d.len() as u64))
     })?;
-    row(3, r, cpu);
+    row(4, r, cpu);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(3, i) % (span / 16384)) * 16384;
         let (d, _) = c.c.read(&c.file, off, 16384).map_err(err)?;
         Ok((true, d.len() as u64))
     })?;
-    row(4, r, cpu);
-    let page = vec![0xa5u8; 16384];
+    row(5, r, cpu);
+    let page = noise(2, 16384);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(4, i) % (span / 16384)) * 16384;
         c.c.write(&c.file, off, &page, 0).map_err(err)?;
@@ -256,12 +280,26 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
         }
         Ok((true, 16384))
     })?;
-    row(5, r, cpu);
+    row(6, r, cpu);
     for (i, c) in conns.iter_mut().enumerate() {
         let root = c.root.clone();
         let _ = c.c.remove(&root, &format!("cachalot-bench-nfs-{i}"));
     }
     Ok(out)
+}
+
+/// Run the cache-dropping command for target `name`.
+fn drop_caches(cmd: &str, name: &str) -> Result<(), String> {
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("BENCH_TARGET", name)
+        .status()
+        .map_err(|e| format!("--drop-caches: {e}"))?;
+    if !st.success() {
+        return Err(format!("--drop-caches for {name} failed ({st})"));
+    }
+    Ok(())
 }
 
 /// Measure every target and format the table (ratios against the first).
@@ -284,18 +322,29 @@ pub fn run(targets: &[Target], o: &LoadOptions) -> Result<String, String> {
     s.push('\n');
     s.push_str(&"|---".repeat(2 + 2 * targets.len() - 1));
     s.push_str("|\n");
-    for (i, (name, unit)) in ROWS.iter().enumerate() {
+    for (name, unit) in ROWS {
+        let of = |r: &[RowResult]| r.iter().find(|v| v.row == *name).cloned();
+        if all.iter().all(|r| of(r).is_none()) {
+            continue;
+        }
         s.push_str(&format!("| {name} | {unit} |"));
         for r in &all {
-            let v = &r[i];
-            match v.cpu_us_per_op {
-                Some(c) => s.push_str(&format!(" {:.0} ({c:.0} us CPU/op) |", v.value)),
-                None => s.push_str(&format!(" {:.0} |", v.value)),
+            match of(r) {
+                Some(RowResult {
+                    value,
+                    cpu_us_per_op: Some(c),
+                    ..
+                }) => s.push_str(&format!(" {value:.0} ({c:.0} us CPU/op) |")),
+                Some(v) => s.push_str(&format!(" {:.0} |", v.value)),
+                None => s.push_str(" - |"),
             }
         }
+        let base = of(&all[0]).map(|v| v.value.max(1e-9));
         for r in all.iter().skip(1) {
-            let base = all[0][i].value.max(1e-9);
-            s.push_str(&format!(" {:.2}x |", r[i].value / base));
+            match (base, of(r)) {
+                (Some(b), Some(v)) => s.push_str(&format!(" {:.2}x |", v.value / b)),
+                _ => s.push_str(" - |"),
+            }
         }
         s.push('\n');
     }
