@@ -10,7 +10,8 @@
 #   scripts/bench-nfs.sh [OUT_DIR]   (needs target/ci/cachalot, ganesha.nfsd, rpcbind; root)
 #
 # Environment: TIME (s per timed row, 5), STREAM (bytes per connection, 128M),
-# FILE (random rows' span, 64M), THREADS (4), DROP (0: skip the row from disk). Runs in private network and
+# FILE (random rows' span, 64M), THREADS (4), DROP (0: skip the row from disk),
+# CACHALOT_BASE (an older cachalot binary to measure in the same run). Runs in private network and
 # mount namespaces (its own ports 111 and 2049, its own /run).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,11 +74,30 @@ wait_port 12049
 "$C" pool create -s 3G tank "$WORK/pool/d0" >/dev/null
 "$C" create -o "sharenfs=rw=127.0.0.1,no_root_squash" tank/fs
 
+# CACHALOT_BASE=BINARY: also an older daemon, as target cachalot-base (an A/B
+# of two builds of the server in the same run; the load generator is $C).
+base=()
+if [[ -n ${CACHALOT_BASE:-} ]]; then
+    mkdir -p "$WORK/home-base" "$WORK/pool-base"
+    CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$CACHALOT_BASE" serve --home "$WORK/home-base" \
+        --http none --nfs 127.0.0.1:12050 --portmap off >"$OUT/daemon-base.log" 2>&1 &
+    pids+=($!)
+    base=(--target "cachalot-base=127.0.0.1:12050/tank/fs@$!")
+    wait_port 12050
+    CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$C" pool create -s 3G tank "$WORK/pool-base/d0" >/dev/null
+    CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$C" create -o "sharenfs=rw=127.0.0.1,no_root_squash" tank/fs
+fi
+
 cat >"$WORK/drop.sh" <<EOF
 set -e
-if [ "\$BENCH_TARGET" = cachalot ]; then
+case "\$BENCH_TARGET" in
+cachalot) export CACHALOT_SOCKET=$WORK/home/cachalot.sock; dir=$WORK/pool ;;
+cachalot-base) export CACHALOT_SOCKET=$WORK/home-base/cachalot.sock; dir=$WORK/pool-base ;;
+*) dir= ;;
+esac
+if [ -n "\$dir" ]; then
     "$C" pool export tank
-    "$C" pool import -d "$WORK/pool" tank >/dev/null
+    "$C" pool import -d "\$dir" tank >/dev/null
 fi
 sync
 echo 3 >/proc/sys/vm/drop_caches
@@ -87,6 +107,6 @@ drop=(--drop-caches "sh $WORK/drop.sh")
 cmd=("$C" bench nfs --time "${TIME:-5}" --stream "${STREAM:-128M}" --file "${FILE:-64M}"
     --threads "${THREADS:-4}" "${drop[@]}"
     --target "ganesha=127.0.0.1:2049:20048/export@$GPID"
-    --target "cachalot=127.0.0.1:12049/tank/fs@$CPID")
+    --target "cachalot=127.0.0.1:12049/tank/fs@$CPID" "${base[@]}")
 echo "${cmd[*]}" >"$OUT/command"
 "${cmd[@]}" | tee "$OUT/report.md"

@@ -60,53 +60,15 @@ chromedriver --port="$PORT" --allowed-ips=127.0.0.1 >"$ARTIFACTS/chromedriver.lo
 DRIVER_PID=$!
 ADDR=$(cat "$HOME_DIR/http.addr")
 
-python3 - "$PORT" "$ADDR" "$ARTIFACTS" "$(mktmp)" <<'PY'
-import base64, json, sys, time, urllib.request, urllib.error
+python3 - "$PORT" "$ADDR" "$ARTIFACTS" "$(mktmp)" "$(dirname "${BASH_SOURCE[0]}")" <<'PY'
+import sys, time
 
-port, addr, artifacts, profile = sys.argv[1:5]
-wd = f"http://127.0.0.1:{port}"
+port, addr, artifacts, profile, here = sys.argv[1:6]
+sys.path.insert(0, here)
+from webdriver import Browser  # tests/e2e/webdriver.py
 
-def call(method, path, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(wd + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.loads(r.read())["value"]
-    except urllib.error.HTTPError as e:
-        raise SystemExit(f"webdriver {method} {path}: {e.code} {e.read()[:500]!r}")
-
-for _ in range(100):
-    try:
-        urllib.request.urlopen(wd + "/status", timeout=2)
-        break
-    except Exception:
-        time.sleep(0.1)
-
-caps = {"capabilities": {"alwaysMatch": {"browserName": "chrome", "goog:chromeOptions": {
-    "binary": "/usr/bin/chromium",
-    "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--window-size=1300,1100", f"--user-data-dir={profile}"]}}}}
-sid = call("POST", "/session", caps)["sessionId"]
-S = f"/session/{sid}"
-
-def js(script, *args):
-    return call("POST", S + "/execute/sync", {"script": script, "args": list(args)})
-
-def wait(what, script, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = js(script)
-        if v:
-            return v
-        time.sleep(0.25)
-    shot("failure")
-    raise SystemExit(f"timed out waiting for {what}; page: {js('return document.body.innerText')[:1500]}")
-
-def shot(name):
-    png = call("GET", S + "/screenshot")
-    with open(f"{artifacts}/{name}.png", "wb") as f:
-        f.write(base64.b64decode(png))
+b = Browser(port, artifacts, profile)
+call, js, wait, shot, S = b.call, b.js, b.wait, b.shot, b.session
 
 def rows():
     return js("return [...document.querySelectorAll('#rows tr')].map(r => r.dataset.value)")
