@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod dataset;
 pub mod error;
 pub mod props;
+pub mod resume;
 pub mod scrub;
 pub mod share;
 pub mod snapshot;
@@ -20,4 +21,4 @@ pub use scrub::ScrubStatus;
 pub use store::{
     DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,
 };
-pub use stream::StreamStats;
+pub use stream::{ReceiveOpts, ReceiveOutcome, StreamStats};
