@@ -289,7 +289,7 @@ impl Store {
         let (fs, _) = t.snapshot.split_once('@').expect("decode checked");
         let gone = |what: &str| {
             StoreError::Invalid(format!(
-                "send -t: the token's {what} no longer exists on the source: the token cannot be honoured; abort the partial receive on the target (receive -A FS) and send '{}' again",
+                "the resume token's {what} no longer exists on the source: the token cannot be honoured; abort the partial receive on the target (receive -A FS) and send '{}' again",
                 t.snapshot
             ))
         };
