@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod dataset;
 pub mod error;
+pub mod holds;
 pub mod props;
 pub mod resume;
 pub mod scrub;

@@ -532,6 +532,10 @@ impl Store {
                 "receive: '{fs}' already exists: use -F to replace it with a full stream"
             )));
         }
+        if begin.from_guid == 0 && exists {
+            // Replacing it would destroy held snapshots: refuse before any work.
+            self.check_no_holds(fs)?;
+        }
         let mut discarded = None;
         let mut cursor = RecvCursor {
             token: ResumeToken {

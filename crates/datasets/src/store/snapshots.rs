@@ -96,7 +96,7 @@ impl Store {
         self.sync()
     }
 
-    pub(super) fn find_snapshot(&self, st: &State, full: &str) -> Result<(u64, usize)> {
+    pub(crate) fn find_snapshot(&self, st: &State, full: &str) -> Result<(u64, usize)> {
         let (fs, snap) = split_snapshot(full)?;
         let rec = st
             .catalog
@@ -118,6 +118,7 @@ impl Store {
             let (id, idx) = self.find_snapshot(&st, full)?;
             let snap = st.catalog.datasets[&id].snapshots[idx].name.clone();
             check_no_clones(&st.catalog, id, &snap)?;
+            crate::holds::check_not_held(&st.catalog, id, &snap)?;
             st.snap_ops
                 .push(crate::snapshot::SnapOp::Destroy { id, name: snap });
             st.catalog_dirty = true;
@@ -148,6 +149,7 @@ impl Store {
             }
             for n in &newer {
                 check_no_clones(&st.catalog, id, n)?;
+                crate::holds::check_not_held(&st.catalog, id, n)?;
             }
             if st.handles.get(&id).is_some_and(|h| h.busy()) {
                 return Err(StoreError::Busy(format!(
