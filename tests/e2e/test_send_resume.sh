@@ -6,7 +6,8 @@
 # middle of a receive keeps the last checkpoint, and the next send -t resumes
 # from there (re-sending far less than the whole); corrupt streams are refused
 # with one line naming the snapshot and the target; a token that can no longer
-# be honoured is refused on the source and replaced by a whole stream.
+# be honoured is refused on the source and replaced by a whole stream; holds
+# keep a snapshot from destroy, destroy -r and rollback -r until released or -f.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -140,6 +141,20 @@ assert_ok "$C" snapshot tank/src@c
 "$C" send tank/src@c | "$C" receive -s tank/stale 2>"$T/stale.err" || fail "whole stream over stale state: $(cat "$T/stale.err")"
 assert_contains "$(cat "$T/stale.err")" "discarded the partial receive of 'tank/src@a'" "stale state replaced"
 assert_eq "$(token tank/stale)" "-" "no token after the whole stream"
+
+note "holds: a held snapshot is not destroyed without -f"
+assert_ok "$C" hold keep tank/dst@b
+assert_eq "$(assert_ok "$C" holds -H tank/dst@b)" "tank/dst@b	keep" "holds"
+assert_fails "$C" destroy tank/dst@b
+assert_contains "$LAST_STDERR" "held by keep" "destroy of a held snapshot"
+assert_fails "$C" destroy -r tank/dst
+assert_fails "$C" rollback -r tank/dst@a
+assert_fails "$C" hold keep tank/dst@b
+assert_ok "$C" release keep tank/dst@b
+assert_fails "$C" release keep tank/dst@b
+assert_ok "$C" hold keep tank/dst@b
+assert_ok "$C" destroy -f tank/dst@b
+assert_eq "$(assert_ok "$C" list -H -t snapshot -o name tank/dst)" "tank/dst@a" "after destroy -f"
 
 note "the pool is clean"
 assert_ok "$C" pool scrub -w tank
