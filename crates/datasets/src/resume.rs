@@ -209,6 +209,23 @@ mod tests {
             bytes: 12345,
         };
         assert_eq!(ResumeToken::decode(&t.encode()).unwrap(), t);
+        // Mutated tokens (a user's typo, a cut paste) never panic.
+        let good = t.encode().into_bytes();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(500) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut b = good.clone();
+            let i = seed as usize % b.len();
+            match seed >> 60 {
+                0..=5 => b[i] = (seed >> 8) as u8,
+                6..=10 => b.truncate(i),
+                _ => b.insert(i, b"0123456789abcdef"[(seed >> 20) as usize % 16]),
+            }
+            let _ = ResumeToken::decode(&String::from_utf8_lossy(&b));
+        }
         for bad in [
             "",
             "1-",
