@@ -156,6 +156,12 @@ fn cut_incremental_resumes_and_corruption_keeps_only_verified_records() {
     // The visible copy is untouched while a partial state waits.
     assert!(snap_content(&dst, "dst/copy@a") == snap_content(&src, "src/db@a"));
     assert_eq!(dst.list_snapshots(Some("dst/copy")).unwrap().len(), 1);
+    // Its base cannot go while the partial receive depends on it.
+    let err = dst.destroy_snapshot("dst/copy@a").unwrap_err().to_string();
+    assert!(
+        err.contains("partial receive") && err.contains("receive -A dst/copy"),
+        "{err}"
+    );
     let rest = send_t(&src, &token(&dst, "dst/copy")).unwrap();
     assert!(
         rest.len() < inc.len(),

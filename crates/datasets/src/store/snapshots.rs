@@ -19,6 +19,12 @@ use std::sync::Arc;
 pub(super) fn check_no_clones(cat: &Catalog, id: u64, snap: &str) -> Result<()> {
     let origin = Some((id, snap.to_string()));
     match cat.datasets.values().find(|d| d.origin == origin) {
+        Some(c) if c.name.ends_with("%recv") => Err(StoreError::Busy(format!(
+            "snapshot '{}@{snap}' is the base of a partial receive into '{}': finish it (send -t) or abort it (receive -A {})",
+            cat.datasets[&id].name,
+            c.name.trim_end_matches("%recv"),
+            c.name.trim_end_matches("%recv")
+        ))),
         Some(c) => Err(StoreError::Busy(format!(
             "snapshot '{}@{snap}' has dependent clones (e.g. '{}')",
             cat.datasets[&id].name, c.name
