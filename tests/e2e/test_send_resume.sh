@@ -48,6 +48,7 @@ tok=$(token tank/dst)
 [[ $tok == 1-* ]] || fail "no resume token: $tok"
 assert_ok "$C" send -t "$tok" >"$T/rest"
 rest=$(stat -c %s "$T/rest")
+note "cut at $((full / 3)) of $full bytes: the resumed stream is $rest bytes"
 ((rest < full * 3 / 4)) || fail "resumed stream is $rest bytes of $full: it re-sends what arrived"
 assert_ok "$C" receive -s tank/dst <"$T/rest"
 assert_eq "$(token tank/dst)" "-" "no token after a completed receive"
@@ -116,6 +117,7 @@ tok=$(token tank/crash)
 [[ $tok == 1-* ]] || fail "the resume token did not survive kill -9: $tok"
 assert_ok "$C" send -t "$tok" >"$T/crash_rest"
 crest=$(stat -c %s "$T/crash_rest")
+note "kill -9 after $((full * 3 / 4)) of $full bytes: the resumed stream is $crest bytes"
 ((crest < full * 3 / 4)) || fail "after kill -9 the resumed stream is $crest of $full bytes"
 assert_ok "$C" receive -s tank/crash <"$T/crash_rest"
 mkdir -p "$T/crash"
