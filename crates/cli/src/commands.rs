@@ -112,13 +112,31 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Destroy(a) => {
             ctx.call(
                 "ds.destroy",
-                json!({"name": a.name, "recursive": a.recursive}),
+                json!({"name": a.name, "recursive": a.recursive, "force": a.force}),
             )?;
             Ok(())
         }
         Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
         Cmd::Mysql(m) => crate::mysql::run(m, cli.socket.clone()),
         Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
+        Cmd::Hold { tag, snapshot } => ctx
+            .call("snap.hold", json!({ "name": snapshot, "tag": tag }))
+            .map(drop),
+        Cmd::Release { tag, snapshot } => ctx
+            .call("snap.release", json!({ "name": snapshot, "tag": tag }))
+            .map(drop),
+        Cmd::Holds { scripted, snapshot } => {
+            let r = ctx.call("snap.holds", json!({ "name": snapshot }))?;
+            let mut t = Table::new(vec!["NAME".into(), "TAG".into()], vec![false, false]);
+            for tag in r["holds"].as_array().into_iter().flatten() {
+                t.rows.push(vec![
+                    snapshot.clone(),
+                    tag.as_str().unwrap_or("").to_string(),
+                ]);
+            }
+            print!("{}", t.render(scripted));
+            Ok(())
+        }
         Cmd::Snapshot(a) => crate::snapshot::snapshot(&mut ctx, a),
         Cmd::Rollback(a) => crate::snapshot::rollback(&mut ctx, a),
         Cmd::Clone(a) => crate::snapshot::clone(&mut ctx, a),

@@ -65,6 +65,17 @@ pub enum Cmd {
     Inherit(InheritArgs),
     /// Destroy a dataset
     Destroy(DestroyArgs),
+    /// Hold a snapshot: it cannot be destroyed until released (or destroy -f)
+    Hold { tag: String, snapshot: String },
+    /// Release a hold of a snapshot
+    Release { tag: String, snapshot: String },
+    /// List the holds of a snapshot
+    Holds {
+        /// Scripted: no header
+        #[arg(short = 'H')]
+        scripted: bool,
+        snapshot: String,
+    },
     /// Take an atomic snapshot of one or more filesystems: snapshot [-r] FS@SNAP...
     Snapshot(snapshot::SnapshotArgs),
     /// Roll a filesystem back to a snapshot (-r destroys newer snapshots)
@@ -290,6 +301,9 @@ pub struct DestroyArgs {
     /// Destroy descendants too
     #[arg(short = 'r')]
     pub recursive: bool,
+    /// Destroy a held snapshot (its holds are released first)
+    #[arg(short = 'f')]
+    pub force: bool,
     pub name: String,
 }
 

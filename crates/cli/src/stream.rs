@@ -1,4 +1,5 @@
-//! `cachalot send [-i @SNAP] FS@SNAP > FILE` and `cachalot receive [-F] FS < FILE`:
+//! `cachalot send [-i @SNAP] FS@SNAP > FILE`, `cachalot send -t TOKEN > FILE`,
+//! `cachalot receive [-F] [-s] FS < FILE` and `cachalot receive -A FS`:
 //! the snapshot stream travels between stdout/stdin and the daemon over the unix
 //! socket as frames (see `cachalot_daemon::frames`).
 //!
@@ -22,10 +23,15 @@ const BUF: usize = 1 << 20;
 #[derive(Args, Debug)]
 pub struct SendArgs {
     /// Send only the changes since this older snapshot (@SNAP or FS@SNAP)
-    #[arg(short = 'i', value_name = "@SNAP")]
+    #[arg(short = 'i', value_name = "@SNAP", conflicts_with = "token")]
     pub incremental: Option<String>,
+    /// Send the rest of an interrupted stream, from the target's resume token
+    /// (`cachalot get -H -o value receive_resume_token FS` there)
+    #[arg(short = 't', value_name = "TOKEN", conflicts_with = "snapshot")]
+    pub token: Option<String>,
     /// The snapshot to send (FS@SNAP)
-    pub snapshot: String,
+    #[arg(required_unless_present = "token")]
+    pub snapshot: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -34,6 +40,13 @@ pub struct ReceiveArgs {
     /// the stream's base snapshot (incremental stream)
     #[arg(short = 'F')]
     pub force: bool,
+    /// Resumable: if the stream is cut, keep what arrived and a resume token
+    /// (the `receive_resume_token` property) for `send -t`
+    #[arg(short = 's', conflicts_with = "abort")]
+    pub resumable: bool,
+    /// Abort: discard the partially received state of FS
+    #[arg(short = 'A')]
+    pub abort: bool,
     /// The filesystem to create or update
     pub name: String,
 }
@@ -123,8 +136,12 @@ pub fn send(ctx: &mut Ctx, a: SendArgs) -> CmdResult {
     let client = ctx.client()?;
     let go = client.call(
         "stream.send",
-        json!({ "snapshot": a.snapshot, "from": a.incremental }),
+        json!({ "snapshot": a.snapshot, "from": a.incremental, "token": a.token }),
     )?;
+    let what = a
+        .snapshot
+        .clone()
+        .unwrap_or_else(|| "the rest of the stream".into());
     let progress = Progress::new("send", go["estimated_bytes"].as_u64());
     let mut out = stdout.lock();
     let mut frames = FrameReader::new(client.reader());
@@ -150,7 +167,7 @@ pub fn send(ctx: &mut Ctx, a: SendArgs) -> CmdResult {
         .and_then(|()| client.read_response().map_err(|e| format!("send: {e}")));
     match outcome {
         Ok(_) => {
-            progress.done(&format!("sent {}", a.snapshot), total);
+            progress.done(&format!("sent {what}"), total);
             Ok(())
         }
         Err(e) => {
@@ -161,6 +178,15 @@ pub fn send(ctx: &mut Ctx, a: SendArgs) -> CmdResult {
 }
 
 pub fn receive(ctx: &mut Ctx, a: ReceiveArgs) -> CmdResult {
+    if a.abort {
+        let r = ctx
+            .client()?
+            .call("stream.receive", json!({ "name": a.name, "abort": true }))?;
+        if let Some(m) = r["message"].as_str() {
+            eprintln!("{m}");
+        }
+        return Ok(());
+    }
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Err(
@@ -176,7 +202,7 @@ pub fn receive(ctx: &mut Ctx, a: ReceiveArgs) -> CmdResult {
     let client = ctx.client()?;
     client.call(
         "stream.receive",
-        json!({ "name": a.name, "force": a.force }),
+        json!({ "name": a.name, "force": a.force, "resumable": a.resumable }),
     )?;
     let progress = Progress::new("receive", total);
     let mut input = stdin.lock();
@@ -207,6 +233,10 @@ pub fn receive(ctx: &mut Ctx, a: ReceiveArgs) -> CmdResult {
     };
     match (client.read_response(), copied) {
         (Ok(r), Ok(())) => {
+            // A stale partial state replaced by this stream: one line, always.
+            if let Some(d) = r["discarded"].as_str() {
+                eprintln!("receive: {d}");
+            }
             let snap = r["snapshot"].as_str().unwrap_or("the snapshot").to_string();
             progress.done(&format!("received {snap}"), sent);
             Ok(())

@@ -5,7 +5,9 @@
 pub mod catalog;
 pub mod dataset;
 pub mod error;
+pub mod holds;
 pub mod props;
+pub mod resume;
 pub mod scrub;
 pub mod share;
 pub mod snapshot;
@@ -20,4 +22,4 @@ pub use scrub::ScrubStatus;
 pub use store::{
     DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,
 };
-pub use stream::StreamStats;
+pub use stream::{ReceiveOpts, ReceiveOutcome, StreamStats};

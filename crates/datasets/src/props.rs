@@ -27,6 +27,7 @@ pub const SETTABLE: &[&str] = &[
 
 /// Read-only (statistics) properties.
 pub const READONLY: &[&str] = &[
+    "receive_resume_token",
     "type",
     "creation",
     "used",

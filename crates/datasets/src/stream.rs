@@ -23,6 +23,7 @@
 
 use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
+use crate::resume::{ResumePos, ResumeToken, CHECKPOINT_BYTES};
 use crate::store::Store;
 use cachalot_objects::dnode::BONUS_SIZE;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,9 @@ use std::io::{Read, Write};
 
 const MAGIC: &str = "CACHALOT-STREAM";
 const VERSION: u32 = 1;
+/// A resumed stream: version 1 plus `resume` in BEGIN (older receivers refuse it
+/// rather than take a partial stream for a whole one).
+const VERSION_RESUMED: u32 = 2;
 const REC_BEGIN: u8 = 1;
 const REC_OBJECT: u8 = 2;
 const REC_FREEOBJECT: u8 = 3;
@@ -51,6 +55,9 @@ struct Begin {
     kind: DatasetKind,
     recordsize: u32,
     volblocksize: Option<u32>,
+    /// A resumed stream (version 2): where it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resume: Option<ResumePos>,
 }
 
 /// What a send or receive moved.
@@ -189,6 +196,73 @@ fn u64at(b: &[u8], o: usize) -> Result<u64> {
         })
 }
 
+/// Options of [`Store::receive_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReceiveOpts {
+    /// Replace or roll back the target (`-F`).
+    pub force: bool,
+    /// Keep a partial state with a resume token if the stream is cut (`-s`).
+    pub resumable: bool,
+}
+
+/// What a receive did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReceiveOutcome {
+    /// The snapshot created (FS@SNAP).
+    pub snapshot: String,
+    /// A stale partial state this receive replaced, in one line.
+    pub discarded: Option<String>,
+}
+
+/// Position of a receive, and when it last committed it.
+struct RecvCursor {
+    token: ResumeToken,
+    resumable: bool,
+    last_checkpoint: u64,
+}
+
+/// `e` with its message rewritten by `f`, keeping its kind where it has one.
+fn map_message(e: StoreError, f: impl FnOnce(String) -> String) -> StoreError {
+    match e {
+        StoreError::Invalid(m) => StoreError::Invalid(f(m)),
+        StoreError::Busy(m) => StoreError::Busy(f(m)),
+        e => StoreError::Invalid(f(e.to_string())),
+    }
+}
+
+/// `receive: X` becomes `receive WHAT: X`: every refusal names the snapshot
+/// and the target.
+fn context(e: StoreError, what: &str) -> StoreError {
+    map_message(e, |m| {
+        let rest = m.strip_prefix("receive: ").unwrap_or(&m);
+        format!("receive {what}: {rest}")
+    })
+}
+
+/// The BEGIN record, checked: magic, version, and `resume` only in version 2.
+fn read_begin(r: &mut Reader) -> Result<Begin> {
+    let (ty, payload, _) = r.record()?;
+    if ty != REC_BEGIN {
+        return Err(StoreError::Invalid(
+            "receive: stream does not start with BEGIN".into(),
+        ));
+    }
+    let begin: Begin = serde_json::from_slice(&payload)
+        .map_err(|e| StoreError::Invalid(format!("receive: bad BEGIN record: {e}")))?;
+    let version_ok = match begin.version {
+        VERSION => begin.resume.is_none(),
+        VERSION_RESUMED => begin.resume.is_some(),
+        _ => false,
+    };
+    if begin.magic != MAGIC || !version_ok {
+        return Err(StoreError::Invalid(format!(
+            "receive: not a cachalot stream of version {VERSION} or {VERSION_RESUMED} (got '{}' version {})",
+            begin.magic, begin.version
+        )));
+    }
+    Ok(begin)
+}
+
 impl Store {
     /// Write snapshot `snap` (FS@SNAP) to `out`: everything, or with `from`
     /// (@OLDER or FS@OLDER) only what changed since that older snapshot.
@@ -196,6 +270,52 @@ impl Store {
         &self,
         snap: &str,
         from: Option<&str>,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<StreamStats> {
+        self.send_stream(snap, from, None, out, progress)
+    }
+
+    /// `send -t TOKEN`: the rest of an interrupted stream, from the position the
+    /// target saved. A token whose snapshots are gone cannot be honoured: the
+    /// error says how to start over.
+    pub fn send_resume(
+        &self,
+        token: &str,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<StreamStats> {
+        let t = ResumeToken::decode(token)?;
+        let (fs, _) = t.snapshot.split_once('@').expect("decode checked");
+        let gone = |what: &str| {
+            StoreError::Invalid(format!(
+                "the resume token's {what} no longer exists on the source: the token cannot be honoured; abort the partial receive on the target (receive -A FS) and send '{}' again",
+                t.snapshot
+            ))
+        };
+        let snaps = self
+            .snapshot_records(fs)
+            .map_err(|_| gone(&format!("filesystem '{fs}'")))?;
+        let by_guid = |g: u64| snaps.iter().find(|s| s.guid == g);
+        let to = by_guid(t.guid).ok_or_else(|| gone(&format!("snapshot '{}'", t.snapshot)))?;
+        let from = match t.from_guid {
+            0 => None,
+            g => Some(format!(
+                "{fs}@{}",
+                by_guid(g)
+                    .ok_or_else(|| gone("incremental base snapshot"))?
+                    .name
+            )),
+        };
+        let snap = format!("{fs}@{}", to.name);
+        self.send_stream(&snap, from.as_deref(), Some(t.pos), out, progress)
+    }
+
+    fn send_stream(
+        &self,
+        snap: &str,
+        from: Option<&str>,
+        resume: Option<ResumePos>,
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<StreamStats> {
@@ -235,7 +355,11 @@ impl Store {
         };
         let begin = Begin {
             magic: MAGIC.into(),
-            version: VERSION,
+            version: if resume.is_some() {
+                VERSION_RESUMED
+            } else {
+                VERSION
+            },
             snapshot: snap.into(),
             guid: to_info.guid,
             txg: to_info.txg,
@@ -243,6 +367,7 @@ impl Store {
             kind: s_ds.kind(),
             recordsize: props.recordsize,
             volblocksize: to_info.volblocksize,
+            resume,
         };
         w.record(
             REC_BEGIN,
@@ -257,7 +382,10 @@ impl Store {
                 }
             }
         }
-        for &id in &s_objs {
+        // A resumed stream skips the objects the target has whole, and the
+        // blocks below the resume offset of the one it was in.
+        let (skip_below, resume_at) = resume.map_or((0, None), |p| (p.object, Some(p)));
+        for &id in s_objs.range(skip_below..) {
             let si = s_os.info(id)?;
             let fi = f_ds.as_ref().and_then(|f| f.objset().info(id).ok());
             let same_lineage = fi
@@ -286,7 +414,10 @@ impl Store {
                 _ => None,
             };
             let mut frees = FreeRuns::new(id, bs, si.size);
-            let mut b = 0;
+            let mut b = match resume_at {
+                Some(p) if p.object == id => p.offset.div_ceil(bs),
+                _ => 0,
+            };
             while b < nblocks {
                 let (bp, run) = s_os.block_pointer_run(id, b)?;
                 if bp.is_hole() {
@@ -344,32 +475,51 @@ impl Store {
         force: bool,
         progress: &mut dyn FnMut(u64),
     ) -> Result<String> {
+        let opts = ReceiveOpts {
+            force,
+            resumable: false,
+        };
+        Ok(self.receive_with(fs, input, &opts, progress)?.snapshot)
+    }
+
+    /// Receive with options: `resumable` (`receive -s`) keeps what arrived of a
+    /// cut-off stream and a resume token for `send -t`. A resumed stream
+    /// continues the partial state; a whole stream replaces a stale one (its
+    /// token can no longer be honoured by it), which the outcome reports.
+    /// Errors after BEGIN name the stream's snapshot and the target.
+    pub fn receive_with(
+        &self,
+        fs: &str,
+        input: &mut dyn Read,
+        opts: &ReceiveOpts,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ReceiveOutcome> {
         self.check_live()?;
         if fs.contains('@') || fs.contains('%') {
             return Err(StoreError::Invalid(format!(
                 "receive: '{fs}' must be a dataset name (FS)"
             )));
         }
+        let _claim = self.claim_receive(fs)?;
         let mut r = Reader {
             input,
             running: blake3::Hasher::new(),
             stats: StreamStats::default(),
             progress,
         };
-        let (ty, payload, _) = r.record()?;
-        if ty != REC_BEGIN {
-            return Err(StoreError::Invalid(
-                "receive: stream does not start with BEGIN".into(),
-            ));
-        }
-        let begin: Begin = serde_json::from_slice(&payload)
-            .map_err(|e| StoreError::Invalid(format!("receive: bad BEGIN record: {e}")))?;
-        if begin.magic != MAGIC || begin.version != VERSION {
-            return Err(StoreError::Invalid(format!(
-                "receive: not a cachalot stream of version {VERSION} (got '{}' version {})",
-                begin.magic, begin.version
-            )));
-        }
+        let begin = read_begin(&mut r).map_err(|e| context(e, &format!("into '{fs}'")))?;
+        let what = format!("of '{}' into '{fs}'", begin.snapshot);
+        self.receive_body(fs, &begin, &mut r, opts)
+            .map_err(|e| context(e, &what))
+    }
+
+    fn receive_body(
+        &self,
+        fs: &str,
+        begin: &Begin,
+        r: &mut Reader,
+        opts: &ReceiveOpts,
+    ) -> Result<ReceiveOutcome> {
         let snap_name = begin
             .snapshot
             .split_once('@')
@@ -377,34 +527,52 @@ impl Store {
             .ok_or_else(|| StoreError::Invalid("receive: BEGIN names no snapshot".into()))?;
         let tmp = format!("{fs}%recv");
         let exists = self.dataset(fs).is_ok();
-        if begin.from_guid == 0 {
-            if exists && !force {
-                return Err(StoreError::Invalid(format!(
-                    "receive: '{fs}' already exists: use -F to replace it with a full stream"
-                )));
-            }
-            let mut props = vec![("recordsize".to_string(), begin.recordsize.to_string())];
-            if let Some(b) = begin.volblocksize {
-                props = vec![
-                    ("volblocksize".into(), b.to_string()),
-                    ("sparse".into(), "on".into()),
-                ];
-            }
-            let volsize = begin.volblocksize.map(|b| b as u64);
-            self.create_dataset_unchecked(&tmp, begin.kind, volsize, &props, false)?;
-        } else {
-            let base = self.incremental_base(fs, begin.from_guid, force)?;
-            self.clone_unchecked(&format!("{fs}@{base}"), &tmp, &[])?;
+        if begin.from_guid == 0 && exists && !opts.force {
+            return Err(StoreError::Invalid(format!(
+                "receive: '{fs}' already exists: use -F to replace it with a full stream"
+            )));
         }
-        match self.apply_stream(&tmp, &mut r) {
-            Ok(()) => {}
-            Err(e) => {
-                let _ = self.destroy_dataset(&tmp, true);
-                let _ = self.sync();
-                return Err(e);
+        if begin.from_guid == 0 && exists {
+            // Replacing it would destroy held snapshots: refuse before any work.
+            self.check_no_holds(fs)?;
+        }
+        let mut discarded = None;
+        let mut cursor = RecvCursor {
+            token: ResumeToken {
+                snapshot: begin.snapshot.clone(),
+                guid: begin.guid,
+                from_guid: begin.from_guid,
+                pos: begin.resume.unwrap_or_default(),
+                bytes: 0,
+            },
+            resumable: opts.resumable || begin.resume.is_some(),
+            last_checkpoint: 0,
+        };
+        if let Some(pos) = begin.resume {
+            cursor.token.bytes =
+                self.check_resume_state(fs, &begin.snapshot, begin.guid, begin.from_guid, pos)?;
+            if begin.from_guid != 0 {
+                self.incremental_base(fs, begin.from_guid, opts.force)?;
             }
+        } else {
+            let base = match begin.from_guid {
+                0 => None,
+                g => Some(self.incremental_base(fs, g, opts.force)?),
+            };
+            if self.dataset(&tmp).is_ok() {
+                discarded = Some(self.discard_partial(fs)?);
+            }
+            match base {
+                None => self.create_receive_target(&tmp, begin)?,
+                Some(base) => self.clone_unchecked(&format!("{fs}@{base}"), &tmp, &[])?,
+            }
+        }
+        let base_bytes = cursor.token.bytes;
+        if let Err(e) = self.apply_stream(&tmp, r, &mut cursor) {
+            return Err(self.keep_or_discard(fs, &mut cursor, base_bytes + r.stats.bytes, e));
         }
         // Verified: make it the real dataset (a volume's size is its object's).
+        self.checkpoint_receive(&tmp, None)?;
         let _ = self.sync_volsize(&tmp)?;
         self.snapshot_with_guid(&[format!("{tmp}@{snap_name}")], Some(begin.guid))?;
         if begin.from_guid == 0 {
@@ -417,7 +585,47 @@ impl Store {
         }
         self.rename_leaf(&tmp, fs)?;
         self.sync()?;
-        Ok(format!("{fs}@{snap_name}"))
+        Ok(ReceiveOutcome {
+            snapshot: format!("{fs}@{snap_name}"),
+            discarded,
+        })
+    }
+
+    fn create_receive_target(&self, tmp: &str, begin: &Begin) -> Result<()> {
+        let mut props = vec![("recordsize".to_string(), begin.recordsize.to_string())];
+        if let Some(b) = begin.volblocksize {
+            props = vec![
+                ("volblocksize".into(), b.to_string()),
+                ("sparse".into(), "on".into()),
+            ];
+        }
+        let volsize = begin.volblocksize.map(|b| b as u64);
+        self.create_dataset_unchecked(tmp, begin.kind, volsize, &props, false)
+    }
+
+    /// After a failed receive: keep the partial state and its token (resumable),
+    /// else destroy it so nothing is left behind. Returns the error to report.
+    fn keep_or_discard(
+        &self,
+        fs: &str,
+        cursor: &mut RecvCursor,
+        bytes: u64,
+        e: StoreError,
+    ) -> StoreError {
+        let tmp = format!("{fs}%recv");
+        if cursor.resumable {
+            cursor.token.bytes = bytes;
+            if self.checkpoint_receive(&tmp, Some(&cursor.token)).is_ok() {
+                return map_message(e, |m| {
+                    format!(
+                        "{m} (partial state kept: resume with `cachalot send -t $(cachalot get -H -o value receive_resume_token {fs})`, or discard it with `cachalot receive -A {fs}`)"
+                    )
+                });
+            }
+        }
+        let _ = self.destroy_dataset(&tmp, true);
+        let _ = self.sync();
+        e
     }
 
     /// Check an incremental receive's base; with `force`, roll `fs` back to it.
@@ -453,12 +661,18 @@ impl Store {
         Ok(base.name.clone())
     }
 
-    fn apply_stream(&self, tmp: &str, r: &mut Reader) -> Result<()> {
+    fn apply_stream(&self, tmp: &str, r: &mut Reader, cursor: &mut RecvCursor) -> Result<()> {
         let ds = self.dataset(tmp)?;
         let os = ds.objset();
         let bad = |what: String| StoreError::Invalid(format!("receive: {what}"));
         let mut current: Option<(u64, u64)> = None; // object and its size
+        let base_bytes = cursor.token.bytes;
         loop {
+            if cursor.resumable && r.stats.bytes - cursor.last_checkpoint >= CHECKPOINT_BYTES {
+                cursor.token.bytes = base_bytes + r.stats.bytes;
+                self.checkpoint_receive(tmp, Some(&cursor.token))?;
+                cursor.last_checkpoint = r.stats.bytes;
+            }
             let (ty, p, before) = r.record()?;
             match ty {
                 REC_FREEOBJECT => {
@@ -481,6 +695,13 @@ impl Store {
                     }
                     os.recv_object(id, p[8], blksz, size, &p[21..21 + BONUS_SIZE])?;
                     current = Some((id, size));
+                    // The first OBJECT of a resumed stream keeps its offset.
+                    if cursor.token.pos.object != id {
+                        cursor.token.pos = ResumePos {
+                            object: id,
+                            offset: 0,
+                        };
+                    }
                     r.stats.objects += 1;
                 }
                 REC_WRITE | REC_FREE => {
@@ -506,6 +727,10 @@ impl Store {
                     } else {
                         ds.punch_unlogged(id, off, len)?;
                     }
+                    cursor.token.pos = ResumePos {
+                        object: id,
+                        offset: off + len,
+                    };
                 }
                 REC_END => {
                     let count = u64at(&p, 0)?;

@@ -1,5 +1,6 @@
 //! Snapshot operations of the daemon: `snap.create` (several names, -r: one atomic
-//! snapshot), `snap.destroy`, `snap.rollback`, `snap.clone`, `snap.promote`, and the
+//! snapshot), `snap.destroy` (`force`: release holds first), `snap.hold`,
+//! `snap.release`, `snap.holds`, `snap.rollback`, `snap.clone`, `snap.promote`, and the
 //! snapshot rows of `ds.list -t snapshot`.
 //!
 //! Invariant: every name is validated here before the store sees it; names of
@@ -65,11 +66,35 @@ impl Daemon {
             }
             "snap.destroy" => {
                 let name = a.str("name")?;
+                let store = self.snap_store(&name)?;
+                let force = a.bool("force")?;
+                if !force && !store.holds(&name).map_err(se)?.is_empty() {
+                    // Refused with the tags named; serving goes on.
+                    store.destroy_snapshot(&name).map_err(se)?;
+                }
                 self.stop_serving(|n| n == name);
-                self.snap_store(&name)?
-                    .destroy_snapshot(&name)
-                    .map_err(se)?;
+                if force {
+                    store.destroy_snapshot_forced(&name).map_err(se)?;
+                } else {
+                    store.destroy_snapshot(&name).map_err(se)?;
+                }
                 Ok(json!({ "name": name }))
+            }
+            "snap.hold" | "snap.release" => {
+                let name = a.str("name")?;
+                let tag = a.str("tag")?;
+                let store = self.snap_store(&name)?;
+                if op == "snap.hold" {
+                    store.hold(&name, &tag).map_err(se)?;
+                } else {
+                    store.release(&name, &tag).map_err(se)?;
+                }
+                Ok(json!({ "name": name, "tag": tag }))
+            }
+            "snap.holds" => {
+                let name = a.str("name")?;
+                let tags = self.snap_store(&name)?.holds(&name).map_err(se)?;
+                Ok(json!({ "name": name, "holds": tags }))
             }
             "snap.rollback" => {
                 let name = a.str("name")?;

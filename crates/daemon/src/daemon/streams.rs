@@ -6,7 +6,10 @@
 //!   with `estimated_bytes` for progress, or the error), then the stream as frames,
 //!   then one JSON line with the outcome (a send that fails half-way ends its
 //!   frames early and says why there).
-//! - `stream.receive {name, force}`: the daemon checks the target and answers one
+//! - `stream.send {token}` (`send -t`): the same, for the rest of an interrupted
+//!   stream from a target's resume token.
+//! - `stream.receive {name, abort: true}` (`receive -A`): one JSON line, no frames.
+//! - `stream.receive {name, force, resumable?}`: the daemon checks the target and answers one
 //!   JSON line (go or error) before the client sends a byte, then reads frames and
 //!   answers one JSON line with the outcome. On an error it answers at once and
 //!   closes the connection without reading the rest (a hostile or huge stream is
@@ -26,8 +29,8 @@ use std::io::{BufRead, Write};
 
 /// The streaming ops and the arguments each accepts (unix socket only).
 pub const STREAM_OPS: &[(&str, &[&str])] = &[
-    ("stream.send", &["snapshot", "from"]),
-    ("stream.receive", &["name", "force"]),
+    ("stream.send", &["snapshot", "from", "token"]),
+    ("stream.receive", &["name", "force", "resumable", "abort"]),
 ];
 
 /// True if `op` is answered by [`Daemon::handle_stream`] rather than `handle`.
@@ -62,6 +65,11 @@ impl Daemon {
     }
 
     fn stream_send(&self, a: &Args, out: &mut dyn Write) -> std::io::Result<()> {
+        match a.opt_str("token") {
+            Ok(Some(token)) => return self.stream_send_resume(&token, out),
+            Ok(None) => {}
+            Err(e) => return write_response(out, &Response::err(e)),
+        }
         let prepared = guarded("send", || {
             let snap = a.str("snapshot")?;
             let (fs, _) = split_snapshot_name(&snap)?;
@@ -99,6 +107,34 @@ impl Daemon {
         }
     }
 
+    /// `send -t TOKEN`: the token names the source's snapshot (and its pool).
+    fn stream_send_resume(&self, token: &str, out: &mut dyn Write) -> std::io::Result<()> {
+        let prepared = guarded("send", || {
+            let t = cachalot_datasets::resume::ResumeToken::decode(token).map_err(se)?;
+            let store = self.store(pool_of(&t.snapshot))?;
+            Ok((store, t.snapshot))
+        });
+        let (store, snap) = match prepared {
+            Ok(p) => p,
+            Err(e) => return write_response(out, &Response::err(e)),
+        };
+        write_response(out, &Response::ok(json!({ "estimated_bytes": null })))?;
+        let mut frames = FrameWriter::new(&mut *out);
+        let sent = guarded("send", || {
+            store
+                .send_resume(token, &mut frames, &mut |_| {})
+                .map_err(se)
+        });
+        frames.finish()?;
+        match sent {
+            Ok(stats) => {
+                log(format!("sent the rest of '{snap}': {} bytes", stats.bytes));
+                write_response(out, &Response::ok(json!(stats)))
+            }
+            Err(e) => write_response(out, &Response::err(e)),
+        }
+    }
+
     fn stream_receive(
         &self,
         a: &Args,
@@ -109,18 +145,30 @@ impl Daemon {
             let name = a.str("name")?;
             validate_dataset_name(&name)?;
             let force = a.bool("force")?;
+            let resumable = a.bool("resumable")?;
+            let abort = a.bool("abort")?;
             let store = self.store(pool_of(&name))?;
             if name == store.name() {
                 return Err(format!(
                     "receive: '{name}' is the pool's root dataset: receive into a child (e.g. {name}/copy)"
                 ));
             }
-            Ok((store, name, force))
+            Ok((store, name, force, resumable, abort))
         });
-        let (store, name, force) = match prepared {
+        let (store, name, force, resumable, abort) = match prepared {
             Ok(p) => p,
             Err(e) => return write_response(out, &Response::err(e)),
         };
+        if abort {
+            let done = guarded("receive", || store.abort_receive(&name).map_err(se));
+            return match done {
+                Ok(msg) => {
+                    log(msg.clone());
+                    write_response(out, &Response::ok(json!({ "message": msg })))
+                }
+                Err(e) => write_response(out, &Response::err(e)),
+            };
+        }
         write_response(out, &Response::ok(Value::Null))?;
         // A receive may destroy snapshots of a served volume (-F, or a full stream
         // replacing it): stop serving them first. The head follows by name.
@@ -130,12 +178,17 @@ impl Daemon {
         });
         let mut frames = FrameReader::new(input);
         let received = guarded("receive", || {
+            let opts = cachalot_datasets::ReceiveOpts { force, resumable };
             store
-                .receive(&name, &mut frames, force, &mut |_| {})
+                .receive_with(&name, &mut frames, &opts, &mut |_| {})
                 .map_err(se)
         });
         match received {
-            Ok(snapshot) => {
+            Ok(outcome) => {
+                let snapshot = outcome.snapshot;
+                if let Some(d) = &outcome.discarded {
+                    log(format!("receive into '{name}': {d}"));
+                }
                 // The stream's END record was verified; what may follow it up to
                 // the end frame is not part of it.
                 if let Err(e) = frames.drain() {
@@ -144,7 +197,11 @@ impl Daemon {
                 log(format!("received '{snapshot}': {} bytes", frames.total()));
                 write_response(
                     out,
-                    &Response::ok(json!({ "snapshot": snapshot, "bytes": frames.total() })),
+                    &Response::ok(json!({
+                        "snapshot": snapshot,
+                        "bytes": frames.total(),
+                        "discarded": outcome.discarded,
+                    })),
                 )
             }
             Err(e) => write_response(out, &Response::err(e)),

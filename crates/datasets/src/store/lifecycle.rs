@@ -188,6 +188,9 @@ impl Store {
             }
         }
         for id in ids.iter() {
+            for s in &st.catalog.datasets[id].snapshots {
+                crate::holds::check_not_held(&st.catalog, *id, &s.name)?;
+            }
             if let Some(c) =
                 st.catalog.datasets.values().find(|d| {
                     d.origin.as_ref().is_some_and(|(o, _)| *o == *id) && !ids.contains(&d.id)

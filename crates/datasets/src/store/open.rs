@@ -134,7 +134,8 @@ impl Store {
         Ok(store)
     }
 
-    /// A receive cut by a crash leaves a hidden `FS%recv`: remove it at import.
+    /// A receive cut by a crash leaves a hidden `FS%recv`: remove it at import,
+    /// unless it is resumable (`receive -s`: it has a resume token).
     pub(super) fn clean_interrupted_receives(&self) -> Result<()> {
         let names: Vec<String> = {
             let st = self.state.lock();
@@ -142,6 +143,7 @@ impl Store {
                 .datasets
                 .values()
                 .filter(|d| d.name.contains('%'))
+                .filter(|d| !d.props.contains_key(crate::resume::RESUME_PROP))
                 .map(|d| d.name.clone())
                 .collect()
         };

@@ -88,10 +88,26 @@ impl Store {
             return self.snapshot_props(name, which);
         }
         let st = self.state.lock();
-        let rec = st
-            .catalog
-            .by_name(name)
-            .ok_or_else(|| StoreError::NotFound(name.into()))?;
+        // A full receive cut off before it created `name` keeps its token on
+        // the hidden `name%recv`: `get receive_resume_token name` finds it.
+        let token_only = which.is_some_and(|w| w == ["receive_resume_token"]);
+        let rec = match st.catalog.by_name(name) {
+            Some(r) => r,
+            None if token_only => {
+                let token = st
+                    .catalog
+                    .by_name(&format!("{name}%recv"))
+                    .and_then(|d| d.props.get(crate::resume::RESUME_PROP))
+                    .ok_or_else(|| StoreError::NotFound(name.into()))?;
+                return Ok(vec![PropRow {
+                    property: "receive_resume_token".into(),
+                    value: token.clone(),
+                    raw: token.clone(),
+                    source: "-".into(),
+                }]);
+            }
+            None => return Err(StoreError::NotFound(name.into())),
+        };
         let all: Vec<String> = {
             let mut v: Vec<String> = [
                 "type",
@@ -190,6 +206,11 @@ impl Store {
                 let r = if p == 0 { 1.0 } else { l as f64 / p as f64 };
                 ro(format!("{r:.2}"))
             }
+            "receive_resume_token" => ro(cat
+                .by_name(&format!("{}%recv", rec.name))
+                .and_then(|d| d.props.get(crate::resume::RESUME_PROP))
+                .cloned()
+                .unwrap_or_else(|| "-".into())),
             "origin" => ro(match &rec.origin {
                 Some((o, n)) => cat
                     .datasets

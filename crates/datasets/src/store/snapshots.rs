@@ -19,6 +19,12 @@ use std::sync::Arc;
 pub(super) fn check_no_clones(cat: &Catalog, id: u64, snap: &str) -> Result<()> {
     let origin = Some((id, snap.to_string()));
     match cat.datasets.values().find(|d| d.origin == origin) {
+        Some(c) if c.name.ends_with("%recv") => Err(StoreError::Busy(format!(
+            "snapshot '{}@{snap}' is the base of a partial receive into '{}': finish it (send -t) or abort it (receive -A {})",
+            cat.datasets[&id].name,
+            c.name.trim_end_matches("%recv"),
+            c.name.trim_end_matches("%recv")
+        ))),
         Some(c) => Err(StoreError::Busy(format!(
             "snapshot '{}@{snap}' has dependent clones (e.g. '{}')",
             cat.datasets[&id].name, c.name
@@ -96,7 +102,7 @@ impl Store {
         self.sync()
     }
 
-    pub(super) fn find_snapshot(&self, st: &State, full: &str) -> Result<(u64, usize)> {
+    pub(crate) fn find_snapshot(&self, st: &State, full: &str) -> Result<(u64, usize)> {
         let (fs, snap) = split_snapshot(full)?;
         let rec = st
             .catalog
@@ -118,6 +124,7 @@ impl Store {
             let (id, idx) = self.find_snapshot(&st, full)?;
             let snap = st.catalog.datasets[&id].snapshots[idx].name.clone();
             check_no_clones(&st.catalog, id, &snap)?;
+            crate::holds::check_not_held(&st.catalog, id, &snap)?;
             st.snap_ops
                 .push(crate::snapshot::SnapOp::Destroy { id, name: snap });
             st.mark_catalog_dirty();
@@ -148,6 +155,7 @@ impl Store {
             }
             for n in &newer {
                 check_no_clones(&st.catalog, id, n)?;
+                crate::holds::check_not_held(&st.catalog, id, n)?;
             }
             if st.handles.get(&id).is_some_and(|h| h.busy()) {
                 return Err(StoreError::Busy(format!(
