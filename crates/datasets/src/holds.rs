@@ -89,7 +89,7 @@ impl Store {
                     props.remove(&key);
                 }
             }
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
         }
         self.sync()?;
         Ok(())

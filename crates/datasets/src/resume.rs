@@ -131,7 +131,7 @@ impl Store {
                 Some(t) => props.insert(RESUME_PROP.into(), t.encode()),
                 None => props.remove(RESUME_PROP),
             };
-            st.catalog_dirty = true;
+            st.mark_catalog_dirty();
         }
         if token.is_some() {
             self.sync()?;
