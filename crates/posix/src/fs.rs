@@ -77,6 +77,10 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
+    /// A truncate by a caller without CAP_FSETID: drop set-user-id, and
+    /// set-group-id when the group may execute (the kernel leaves this to the
+    /// server under FUSE_HANDLE_KILLPRIV_V2).
+    pub kill_suid: bool,
 }
 
 /// Who asks (owner of what it creates).
@@ -247,7 +251,12 @@ impl Fs {
             gid: ino.gid,
             rdev: ino.rdev,
             size,
-            blocks: size.div_ceil(512),
+            blocks: self
+                .ds
+                .objset()
+                .allocated_bytes(obj)
+                .map_err(StoreError::from)?
+                .div_ceil(512),
             blksize: info.blksz.max(4096),
             atime: ino.atime,
             mtime: ino.mtime,
@@ -266,6 +275,9 @@ impl Fs {
     /// Change attributes (chmod, chown, truncate, utimes). Permission checks are
     /// the frontend's (the kernel's, with default_permissions).
     pub fn setattr(&self, obj: u64, set: &SetAttr) -> Result<Attr> {
+        if set.size.is_some() || set.uid.is_some() || set.gid.is_some() {
+            self.drop_capability(obj)?;
+        }
         let _g = self.lock_inodes(&[obj]);
         let bytes = if set.size.is_some() { 64 << 10 } else { 0 };
         let tx = self.begin(bytes)?;
@@ -299,9 +311,11 @@ impl Fs {
         if let Some(gid) = set.gid {
             ino.gid = gid;
         }
-        if owner_changes && !ino.is_dir() {
-            // As Linux does: a chown drops set-user-id, and set-group-id when the
-            // group may execute.
+        let truncate_kills = set.kill_suid && set.size.is_some() && set.mode.is_none();
+        if (owner_changes || truncate_kills) && !ino.is_dir() {
+            // As Linux does: a chown (or a truncate by a caller without
+            // CAP_FSETID) drops set-user-id, and set-group-id when the group may
+            // execute.
             ino.mode &= !libc::S_ISUID;
             if ino.mode & libc::S_IXGRP != 0 {
                 ino.mode &= !libc::S_ISGID;
@@ -446,11 +460,12 @@ impl Fs {
     /// stream of writes does not rewrite the inode each time.
     fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<()> {
         let now = Timespec::now();
-        if !kill_suid {
-            let (ino, _) = load(&*self.ds, obj)?;
-            if fresh(ino.mtime, now) && fresh(ino.ctime, now) {
-                return Ok(());
-            }
+        let (ino, _) = load(&*self.ds, obj)?;
+        if ino.xattr_obj != 0 {
+            self.drop_capability(obj)?;
+        }
+        if !kill_suid && fresh(ino.mtime, now) && fresh(ino.ctime, now) {
+            return Ok(());
         }
         let _g = self.lock_inodes(&[obj]);
         let (mut ino, _) = load(&*self.ds, obj)?;
@@ -464,6 +479,21 @@ impl Fs {
         }
         self.ds.set_bonus(obj, &ino.encode())?;
         Ok(())
+    }
+
+    /// Remove the file capabilities (security.capability) of `obj`, as the
+    /// kernel does on any write, truncate or chown (cap_inode_killpriv, whoever
+    /// the caller): under FUSE_HANDLE_KILLPRIV_V2 it is the server's job. Costs
+    /// nothing for a file without extended attributes.
+    fn drop_capability(&self, obj: u64) -> Result<()> {
+        let (ino, _) = load(&*self.ds, obj)?;
+        if ino.xattr_obj == 0 {
+            return Ok(());
+        }
+        match self.removexattr(obj, b"security.capability") {
+            Ok(()) | Err(Errno::ENODATA) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// fallocate: mode 0 extends the size (copy-on-write cannot reserve blocks, so
@@ -502,8 +532,13 @@ impl Fs {
                 Ok(())
             }
             FALLOC_FL_PUNCH_HOLE if keep => {
+                // Whole records become holes (their blocks are freed, so st_blocks
+                // and SEEK_HOLE see it); partial records are zeroed in place.
                 let stop = end.min(info.size);
-                self.write_zeros(obj, off, stop)
+                if stop > off {
+                    self.ds.punch(obj, off, stop - off)?;
+                }
+                self.touch_modified(obj, false)
             }
             FALLOC_FL_ZERO_RANGE => {
                 let stop = if keep { end.min(info.size) } else { end };
@@ -545,6 +580,40 @@ impl Fs {
             ffree: (info.available / 512).max(1),
             namelen: dir::MAX_NAME as u32,
         })
+    }
+
+    /// lseek(SEEK_DATA / SEEK_HOLE) from the block tree (and the records not yet
+    /// synced): the start of the first data, or hole, at or after `off`. Data is
+    /// reported per record (a hole smaller than a record reads as data, as POSIX
+    /// allows); the end of the file is a hole. ENXIO at or past the end, and for
+    /// SEEK_DATA when only holes follow.
+    pub fn seek_data_hole(&self, obj: u64, off: u64, whence: i32) -> Result<u64> {
+        let (_, info) = load(&*self.ds, obj)?;
+        if off >= info.size {
+            return Err(Errno::ENXIO);
+        }
+        let want_data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(Errno::EINVAL),
+        };
+        let bs = info.blksz.max(1) as u64;
+        let runs = self
+            .ds
+            .objset()
+            .allocation_runs(obj, off / bs, (info.size - 1) / bs)
+            .map_err(StoreError::from)?;
+        for (first, n, data) in runs {
+            let end = first.saturating_add(n).saturating_mul(bs);
+            if data == want_data && end > off {
+                return Ok((first * bs).max(off).min(info.size));
+            }
+        }
+        if want_data {
+            Err(Errno::ENXIO)
+        } else {
+            Ok(info.size)
+        }
     }
 
     /// Make every change so far durable.
