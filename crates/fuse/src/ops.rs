@@ -27,9 +27,9 @@ use cachalot_posix::fs::MAX_FILE_SIZE;
 use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -256,6 +256,18 @@ impl Filesystem for FuseFs {
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
+        // KILLPRIV_V2: the kernel stops asking getxattr(security.capability)
+        // before every write; we drop suid/sgid (write flag FUSE_WRITE_KILL_SUIDGID,
+        // truncate by non-root) and file capabilities ourselves (posix::Fs).
+        // DIRECT_IO_ALLOW_MMAP: an O_DIRECT file (FOPEN_DIRECT_IO) can be mapped
+        // MAP_SHARED; the kernel keeps the page cache coherent with direct I/O.
+        // Each is asked separately: a kernel without one still mounts.
+        for flag in [
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
         Ok(())
     }
 
@@ -288,7 +300,7 @@ impl Filesystem for FuseFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -308,6 +320,9 @@ impl Filesystem for FuseFs {
             Ok(o) => o,
             Err(e) => return reply.error(e),
         };
+        // fuser 0.18 does not pass FATTR_KILL_SUIDGID on to us; the kernel sets
+        // it on a truncate exactly when the caller lacks CAP_FSETID, which outside
+        // user namespaces means a caller other than root.
         let set = SetAttr {
             mode,
             uid,
@@ -315,6 +330,7 @@ impl Filesystem for FuseFs {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
+            kill_suid: size.is_some() && req.uid() != 0,
         };
         match self
             .run("setattr", o, || self.fs.setattr(o, &set))
@@ -825,6 +841,30 @@ impl Filesystem for FuseFs {
                     open_flags(OpenFlags(flags)),
                 )
             }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // The kernel answers SEEK_SET/CUR/END itself; SEEK_DATA/SEEK_HOLE come here.
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => self.run_at(slot, "lseek", obj, || {
+                let off = u64::try_from(offset).map_err(|_| PErrno::ENXIO)?;
+                fs.seek_data_hole(obj, off, whence)
+            }),
+            Ok(_) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(e),
         }
     }
