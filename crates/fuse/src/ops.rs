@@ -27,15 +27,16 @@ use cachalot_posix::fs::MAX_FILE_SIZE;
 use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long the kernel may cache attributes and entries.
@@ -51,6 +52,9 @@ pub struct FuseFs {
     stats: Stats,
     /// Times shown on the virtual directories.
     mounted_at: SystemTime,
+    /// Set once the session runs: tells the kernel to drop cached attributes
+    /// that changed behind its back (a write that dropped suid/sgid).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 type R<T> = Result<T, Errno>;
@@ -86,7 +90,13 @@ impl FuseFs {
             fs,
             stats: Stats::new(dataset, root),
             mounted_at: SystemTime::now(),
+            notifier: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Where the mount puts the session's notifier once it runs.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
     }
 
     fn node(&self, ino: INodeNo) -> R<Node> {
@@ -330,10 +340,12 @@ impl Filesystem for FuseFs {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
-            kill_suid: size.is_some() && req.uid() != 0,
         };
+        let kill_suid = size.is_some() && req.uid() != 0;
         match self
-            .run("setattr", o, || self.fs.setattr(o, &set))
+            .run("setattr", o, || {
+                self.fs.setattr_killing_suid(o, &set, kill_suid)
+            })
             .and_then(|a| self.fattr(0, &a))
         {
             Ok(fa) => reply.attr(&TTL, &fa),
@@ -565,9 +577,17 @@ impl Filesystem for FuseFs {
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
         let op = if sync { "write.sync" } else { "write" };
         let r = self.guarded(op, o, || {
-            let n = self.fs.write(o, offset, data, kill)?;
+            let (n, dropped) = self.fs.write_dropping_privs(o, offset, data, kill)?;
             if sync {
                 self.fs.fsync()?;
+            }
+            if dropped {
+                // The kernel keeps the old mode cached for TTL after a write:
+                // invalidate its attributes only (offset -1: no page cache work,
+                // so this cannot wait on the write the kernel has in flight).
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
             }
             Ok(n)
         });

@@ -77,10 +77,6 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
-    /// A truncate by a caller without CAP_FSETID: drop set-user-id, and
-    /// set-group-id when the group may execute (the kernel leaves this to the
-    /// server under FUSE_HANDLE_KILLPRIV_V2).
-    pub kill_suid: bool,
 }
 
 /// Who asks (owner of what it creates).
@@ -275,6 +271,14 @@ impl Fs {
     /// Change attributes (chmod, chown, truncate, utimes). Permission checks are
     /// the frontend's (the kernel's, with default_permissions).
     pub fn setattr(&self, obj: u64, set: &SetAttr) -> Result<Attr> {
+        self.setattr_killing_suid(obj, set, false)
+    }
+
+    /// `setattr`; with `kill_suid` (a truncate by a caller without CAP_FSETID)
+    /// a size change also drops set-user-id, and set-group-id when the group may
+    /// execute, unless the mode is set too (the kernel leaves this to the server
+    /// under FUSE_HANDLE_KILLPRIV_V2).
+    pub fn setattr_killing_suid(&self, obj: u64, set: &SetAttr, kill_suid: bool) -> Result<Attr> {
         if set.size.is_some() || set.uid.is_some() || set.gid.is_some() {
             self.drop_capability(obj)?;
         }
@@ -311,7 +315,7 @@ impl Fs {
         if let Some(gid) = set.gid {
             ino.gid = gid;
         }
-        let truncate_kills = set.kill_suid && set.size.is_some() && set.mode.is_none();
+        let truncate_kills = kill_suid && set.size.is_some() && set.mode.is_none();
         if (owner_changes || truncate_kills) && !ino.is_dir() {
             // As Linux does: a chown (or a truncate by a caller without
             // CAP_FSETID) drops set-user-id, and set-group-id when the group may
@@ -446,26 +450,44 @@ impl Fs {
     /// Write file data; `kill_suid` drops set-user/group-id bits (a write by
     /// someone other than root, as the kernel asks).
     pub fn write(&self, obj: u64, off: u64, data: &[u8], kill_suid: bool) -> Result<usize> {
+        Ok(self.write_dropping_privs(obj, off, data, kill_suid)?.0)
+    }
+
+    /// `write`, also saying whether it dropped set-user/group-id bits (a frontend
+    /// that caches attributes must then forget the old mode).
+    pub fn write_dropping_privs(
+        &self,
+        obj: u64,
+        off: u64,
+        data: &[u8],
+        kill_suid: bool,
+    ) -> Result<(usize, bool)> {
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
         self.write_data(obj, off, data)?;
-        self.touch_modified(obj, kill_suid)?;
-        Ok(data.len())
+        let dropped = self.touch_modified(obj, kill_suid)?;
+        Ok((data.len(), dropped))
     }
 
     /// Set mtime and ctime to now. Like the kernel's coarse clock for file times,
     /// an update within `TIME_GRANULARITY_NS` of the stored times is skipped, so a
     /// stream of writes does not rewrite the inode each time.
-    fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<()> {
+    /// True if it dropped set-user/group-id bits.
+    fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<bool> {
         let now = Timespec::now();
         let (ino, _) = load(&*self.ds, obj)?;
         if ino.xattr_obj != 0 {
             self.drop_capability(obj)?;
         }
+        let privileged = |m: u32| {
+            m & libc::S_ISUID != 0
+                || m & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP
+        };
+        let kill_suid = kill_suid && privileged(ino.mode);
         if !kill_suid && fresh(ino.mtime, now) && fresh(ino.ctime, now) {
-            return Ok(());
+            return Ok(false);
         }
         let _g = self.lock_inodes(&[obj]);
         let (mut ino, _) = load(&*self.ds, obj)?;
@@ -478,7 +500,7 @@ impl Fs {
             }
         }
         self.ds.set_bonus(obj, &ino.encode())?;
-        Ok(())
+        Ok(kill_suid)
     }
 
     /// Remove the file capabilities (security.capability) of `obj`, as the
@@ -538,7 +560,7 @@ impl Fs {
                 if stop > off {
                     self.ds.punch(obj, off, stop - off)?;
                 }
-                self.touch_modified(obj, false)
+                self.touch_modified(obj, false).map(|_| ())
             }
             FALLOC_FL_ZERO_RANGE => {
                 let stop = if keep { end.min(info.size) } else { end };
@@ -556,7 +578,7 @@ impl Fs {
             self.write_data(obj, off, &zeros[..n as usize])?;
             off += n;
         }
-        self.touch_modified(obj, false)
+        self.touch_modified(obj, false).map(|_| ())
     }
 
     /// Space of the dataset: what it uses and what it may still use (quota and
