@@ -51,7 +51,7 @@ fn st_blocks_drops_when_a_hole_is_punched() {
     store.sync().unwrap();
     let full = allocated(&fs, f);
     assert!(
-        full >= 1 << 20 && full < (1 << 20) + (128 << 10),
+        (1 << 20..(1 << 20) + (128 << 10)).contains(&full),
         "full {full}"
     );
     fs.fallocate(
