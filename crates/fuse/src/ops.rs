@@ -28,8 +28,8 @@ use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, Tim
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -184,6 +184,42 @@ impl FuseFs {
         }
     }
 
+    /// readdirplus of a virtual directory: each entry's attributes as its
+    /// lookup gives them (snapshot names are never cached, as in `lookup`).
+    fn virtual_readdirplus(
+        &self,
+        ino: INodeNo,
+        node: &Node,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let entries = match self.virtual_entries(node) {
+            Ok(e) => e,
+            Err(e) => return reply.error(e),
+        };
+        let ttl = match ino.0 {
+            SNAPDIR_INO => Duration::ZERO,
+            _ => TTL,
+        };
+        let dir_fa = self.virtual_attr(ino.0);
+        for (i, (eino, _, name)) in entries.iter().enumerate().skip(offset as usize) {
+            let name = OsStr::from_bytes(name);
+            let cookie = i as u64 + 1;
+            let full = if i < 2 {
+                reply.add(INodeNo(*eino), cookie, name, &ttl, &dir_fa, Generation(0))
+            } else {
+                let Ok((fa, gen)) = self.lookup_node(ino, name) else {
+                    continue;
+                };
+                reply.add(INodeNo(fa.ino.0), cookie, name, &ttl, &fa, Generation(gen))
+            };
+            if full {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
     /// The entries of a virtual directory (after `.` and `..`).
     fn virtual_entries(&self, node: &Node) -> R<Vec<(u64, FileType, Vec<u8>)>> {
         let mut v = vec![
@@ -275,6 +311,7 @@ impl Filesystem for FuseFs {
         for flag in [
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             let _ = config.add_capabilities(flag);
         }
@@ -702,6 +739,63 @@ impl Filesystem for FuseFs {
                         continue;
                     };
                     if reply.add(INodeNo(ino), e.cookie, kind(e.kind), name) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// readdir with each entry's attributes, so `ls -la` costs no lookup per
+    /// entry. Attributes are read as getattr would at this moment; an entry that
+    /// vanished between the listing and its getattr is left out.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let (fs, slot, o) = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => (fs, slot, obj),
+            Ok(node) => return self.virtual_readdirplus(ino, &node, offset, reply),
+            Err(e) => return reply.error(e),
+        };
+        let dir_attr = match fs.getattr(o).map_err(errno) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        let dir_fa = match self.fattr(slot, &dir_attr) {
+            Ok(fa) => fa,
+            Err(e) => return reply.error(e),
+        };
+        match self.run_at(slot, "readdir", o, || fs.readdir(o, offset, 256)) {
+            Ok(entries) => {
+                for e in entries {
+                    let name = OsStr::from_bytes(&e.name);
+                    let Ok(eino) = encode(slot, e.ino, self.root) else {
+                        continue;
+                    };
+                    let full = if e.name == b"." || e.name == b".." {
+                        // The kernel links no inode for these: any attributes do.
+                        reply.add(INodeNo(eino), e.cookie, name, &TTL, &dir_fa, Generation(0))
+                    } else {
+                        let Ok((fa, gen)) = fs
+                            .getattr(e.ino)
+                            .map_err(errno)
+                            .and_then(|a| Ok((self.fattr(slot, &a)?, a.generation)))
+                        else {
+                            continue;
+                        };
+                        if slot == 0 {
+                            self.stats.name(e.ino, o, &e.name);
+                        }
+                        reply.add(INodeNo(eino), e.cookie, name, &TTL, &fa, Generation(gen))
+                    };
+                    if full {
                         break;
                     }
                 }
