@@ -99,6 +99,54 @@ fn recordsize_is_fixed_once_the_object_grows() {
     assert_eq!(ds.read(small, 0, 5000).unwrap(), vec![1u8; 3000]);
 }
 
+/// compressratio is logical over physical bytes as zfs counts them (compressed
+/// size rounded to the allocation unit): on small, very compressible records it
+/// agrees with logicalused/used instead of reporting the unrounded ratio.
+#[test]
+fn compressratio_agrees_with_logicalused_over_used() {
+    let devs = sim_devices(1, 128 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
+    let props = [
+        ("compression".to_string(), "lz4".to_string()),
+        ("recordsize".to_string(), "16384".to_string()),
+    ];
+    store
+        .create_dataset("tank/db", DatasetKind::Filesystem, None, &props, false)
+        .unwrap();
+    let ds = store.dataset("tank/db").unwrap();
+    let id = ds.create_object().unwrap();
+    let mut x = 7u64;
+    let text: Vec<u8> = (0..(4 << 20))
+        .map(|i| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if i % 64 == 0 {
+                b'a' + (x >> 60) as u8
+            } else {
+                b' '
+            }
+        })
+        .collect();
+    ds.write(id, 0, &text).unwrap();
+    store.sync().unwrap();
+    let get = |p: &str| {
+        store.get_props("tank/db", Some(&[p.to_string()])).unwrap()[0]
+            .raw
+            .clone()
+    };
+    let ratio: f64 = get("compressratio").parse().unwrap();
+    let logical: f64 = get("logicalused").parse().unwrap();
+    let used: f64 = get("used").parse().unwrap();
+    let expect = logical / used;
+    eprintln!("compressratio {ratio} logicalused/used {expect:.2}");
+    assert!(ratio > 1.5, "ratio {ratio}");
+    assert!(
+        (ratio - expect).abs() / expect < 0.15,
+        "compressratio {ratio} vs logicalused/used {expect:.2}"
+    );
+}
+
 #[test]
 fn compression_is_accounted() {
     let devs = sim_devices(1, 128 << 20);
@@ -137,7 +185,9 @@ fn compression_is_accounted() {
     let lz4: f64 = get("tank/lz4", "compressratio").parse().unwrap();
     let zstd: f64 = get("tank/zstd", "compressratio").parse().unwrap();
     assert!(lz4 > 4.0, "lz4 ratio {lz4}");
-    assert!(zstd > lz4, "zstd {zstd} vs lz4 {lz4}");
+    // Both compress a 128K record of this text below one sector, and a block
+    // occupies whole sectors, so zstd can at best tie lz4 here.
+    assert!(zstd >= lz4, "zstd {zstd} vs lz4 {lz4}");
     let used_off: u64 = get("tank/off", "used").parse().unwrap();
     let used_lz4: u64 = get("tank/lz4", "used").parse().unwrap();
     assert!(

@@ -165,7 +165,11 @@ pub fn mount(fs: Arc<Fs>, dataset: &str, path: &Path) -> io::Result<Mount> {
                 "cachalot-fuse: {dataset}: no block-device mount ({e}); mounting as plain fuse, \
                  where MariaDB buffers its redo log"
             );
-            fuser::spawn_mount(FuseFs::new(fs, dataset), &path, &cfg)?
+            let ffs = FuseFs::new(fs, dataset);
+            let slot = ffs.notifier_slot();
+            let s = fuser::spawn_mount(ffs, &path, &cfg)?;
+            let _ = slot.set(s.notifier());
+            s
         }
     };
     Ok(Mount {
@@ -216,13 +220,18 @@ fn mount_fuseblk(
     }
     // The mounted superblock now holds the loop device; our descriptor can go.
     drop(dev);
+    let ffs = FuseFs::new(fs, dataset);
+    let slot = ffs.notifier_slot();
     let started = fuser::Session::from_fd(
-        FuseFs::new(fs, dataset),
+        ffs,
         std::os::fd::OwnedFd::from(fuse),
         SessionACL::All,
         cfg.clone(),
     )
     .and_then(|s| s.spawn());
+    if let Ok(s) = &started {
+        let _ = slot.set(s.notifier());
+    }
     if started.is_err() {
         let _ = umount2(path, libc::MNT_DETACH);
     }

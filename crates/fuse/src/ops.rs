@@ -27,15 +27,16 @@ use cachalot_posix::fs::MAX_FILE_SIZE;
 use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long the kernel may cache attributes and entries.
@@ -51,6 +52,9 @@ pub struct FuseFs {
     stats: Stats,
     /// Times shown on the virtual directories.
     mounted_at: SystemTime,
+    /// Set once the session runs: tells the kernel to drop cached attributes
+    /// that changed behind its back (a write that dropped suid/sgid).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 type R<T> = Result<T, Errno>;
@@ -86,7 +90,13 @@ impl FuseFs {
             fs,
             stats: Stats::new(dataset, root),
             mounted_at: SystemTime::now(),
+            notifier: Arc::new(OnceLock::new()),
         }
+    }
+
+    /// Where the mount puts the session's notifier once it runs.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
     }
 
     fn node(&self, ino: INodeNo) -> R<Node> {
@@ -174,6 +184,42 @@ impl FuseFs {
         }
     }
 
+    /// readdirplus of a virtual directory: each entry's attributes as its
+    /// lookup gives them (snapshot names are never cached, as in `lookup`).
+    fn virtual_readdirplus(
+        &self,
+        ino: INodeNo,
+        node: &Node,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let entries = match self.virtual_entries(node) {
+            Ok(e) => e,
+            Err(e) => return reply.error(e),
+        };
+        let ttl = match ino.0 {
+            SNAPDIR_INO => Duration::ZERO,
+            _ => TTL,
+        };
+        let dir_fa = self.virtual_attr(ino.0);
+        for (i, (eino, _, name)) in entries.iter().enumerate().skip(offset as usize) {
+            let name = OsStr::from_bytes(name);
+            let cookie = i as u64 + 1;
+            let full = if i < 2 {
+                reply.add(INodeNo(*eino), cookie, name, &ttl, &dir_fa, Generation(0))
+            } else {
+                let Ok((fa, gen)) = self.lookup_node(ino, name) else {
+                    continue;
+                };
+                reply.add(INodeNo(fa.ino.0), cookie, name, &ttl, &fa, Generation(gen))
+            };
+            if full {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
     /// The entries of a virtual directory (after `.` and `..`).
     fn virtual_entries(&self, node: &Node) -> R<Vec<(u64, FileType, Vec<u8>)>> {
         let mut v = vec![
@@ -256,6 +302,19 @@ impl Filesystem for FuseFs {
         let _ = config.set_max_write(MAX_IO);
         let _ = config.set_max_readahead(MAX_IO);
         let _ = config.set_max_background(64);
+        // KILLPRIV_V2: the kernel stops asking getxattr(security.capability)
+        // before every write; we drop suid/sgid (write flag FUSE_WRITE_KILL_SUIDGID,
+        // truncate by non-root) and file capabilities ourselves (posix::Fs).
+        // DIRECT_IO_ALLOW_MMAP: an O_DIRECT file (FOPEN_DIRECT_IO) can be mapped
+        // MAP_SHARED; the kernel keeps the page cache coherent with direct I/O.
+        // Each is asked separately: a kernel without one still mounts.
+        for flag in [
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
         Ok(())
     }
 
@@ -288,7 +347,7 @@ impl Filesystem for FuseFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -308,6 +367,9 @@ impl Filesystem for FuseFs {
             Ok(o) => o,
             Err(e) => return reply.error(e),
         };
+        // fuser 0.18 does not pass FATTR_KILL_SUIDGID on to us; the kernel sets
+        // it on a truncate exactly when the caller lacks CAP_FSETID, which outside
+        // user namespaces means a caller other than root.
         let set = SetAttr {
             mode,
             uid,
@@ -316,8 +378,11 @@ impl Filesystem for FuseFs {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
         };
+        let kill_suid = size.is_some() && req.uid() != 0;
         match self
-            .run("setattr", o, || self.fs.setattr(o, &set))
+            .run("setattr", o, || {
+                self.fs.setattr_killing_suid(o, &set, kill_suid)
+            })
             .and_then(|a| self.fattr(0, &a))
         {
             Ok(fa) => reply.attr(&TTL, &fa),
@@ -549,9 +614,17 @@ impl Filesystem for FuseFs {
         let sync = flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0;
         let op = if sync { "write.sync" } else { "write" };
         let r = self.guarded(op, o, || {
-            let n = self.fs.write(o, offset, data, kill)?;
+            let (n, dropped) = self.fs.write_dropping_privs(o, offset, data, kill)?;
             if sync {
                 self.fs.fsync()?;
+            }
+            if dropped {
+                // The kernel keeps the old mode cached for TTL after a write:
+                // invalidate its attributes only (offset -1: no page cache work,
+                // so this cannot wait on the write the kernel has in flight).
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(ino, -1, 0);
+                }
             }
             Ok(n)
         });
@@ -666,6 +739,63 @@ impl Filesystem for FuseFs {
                         continue;
                     };
                     if reply.add(INodeNo(ino), e.cookie, kind(e.kind), name) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// readdir with each entry's attributes, so `ls -la` costs no lookup per
+    /// entry. Attributes are read as getattr would at this moment; an entry that
+    /// vanished between the listing and its getattr is left out.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let (fs, slot, o) = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => (fs, slot, obj),
+            Ok(node) => return self.virtual_readdirplus(ino, &node, offset, reply),
+            Err(e) => return reply.error(e),
+        };
+        let dir_attr = match fs.getattr(o).map_err(errno) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        let dir_fa = match self.fattr(slot, &dir_attr) {
+            Ok(fa) => fa,
+            Err(e) => return reply.error(e),
+        };
+        match self.run_at(slot, "readdir", o, || fs.readdir(o, offset, 256)) {
+            Ok(entries) => {
+                for e in entries {
+                    let name = OsStr::from_bytes(&e.name);
+                    let Ok(eino) = encode(slot, e.ino, self.root) else {
+                        continue;
+                    };
+                    let full = if e.name == b"." || e.name == b".." {
+                        // The kernel links no inode for these: any attributes do.
+                        reply.add(INodeNo(eino), e.cookie, name, &TTL, &dir_fa, Generation(0))
+                    } else {
+                        let Ok((fa, gen)) = fs
+                            .getattr(e.ino)
+                            .map_err(errno)
+                            .and_then(|a| Ok((self.fattr(slot, &a)?, a.generation)))
+                        else {
+                            continue;
+                        };
+                        if slot == 0 {
+                            self.stats.name(e.ino, o, &e.name);
+                        }
+                        reply.add(INodeNo(eino), e.cookie, name, &TTL, &fa, Generation(gen))
+                    };
+                    if full {
                         break;
                     }
                 }
@@ -825,6 +955,30 @@ impl Filesystem for FuseFs {
                     open_flags(OpenFlags(flags)),
                 )
             }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // The kernel answers SEEK_SET/CUR/END itself; SEEK_DATA/SEEK_HOLE come here.
+        let r = match self.node(ino) {
+            Ok(Node::Object { fs, slot, obj }) => self.run_at(slot, "lseek", obj, || {
+                let off = u64::try_from(offset).map_err(|_| PErrno::ENXIO)?;
+                fs.seek_data_hole(obj, off, whence)
+            }),
+            Ok(_) => Err(Errno::EINVAL),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(o) => reply.offset(o as i64),
             Err(e) => reply.error(e),
         }
     }

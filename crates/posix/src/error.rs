@@ -37,6 +37,7 @@ impl Errno {
     pub const ESTALE: Errno = Errno(libc::ESTALE);
     pub const EMFILE: Errno = Errno(libc::EMFILE);
     pub const EBUSY: Errno = Errno(libc::EBUSY);
+    pub const ENXIO: Errno = Errno(libc::ENXIO);
 }
 
 impl std::fmt::Display for Errno {

@@ -247,7 +247,12 @@ impl Fs {
             gid: ino.gid,
             rdev: ino.rdev,
             size,
-            blocks: size.div_ceil(512),
+            blocks: self
+                .ds
+                .objset()
+                .allocated_bytes(obj)
+                .map_err(StoreError::from)?
+                .div_ceil(512),
             blksize: info.blksz.max(4096),
             atime: ino.atime,
             mtime: ino.mtime,
@@ -266,6 +271,17 @@ impl Fs {
     /// Change attributes (chmod, chown, truncate, utimes). Permission checks are
     /// the frontend's (the kernel's, with default_permissions).
     pub fn setattr(&self, obj: u64, set: &SetAttr) -> Result<Attr> {
+        self.setattr_killing_suid(obj, set, false)
+    }
+
+    /// `setattr`; with `kill_suid` (a truncate by a caller without CAP_FSETID)
+    /// a size change also drops set-user-id, and set-group-id when the group may
+    /// execute, unless the mode is set too (the kernel leaves this to the server
+    /// under FUSE_HANDLE_KILLPRIV_V2).
+    pub fn setattr_killing_suid(&self, obj: u64, set: &SetAttr, kill_suid: bool) -> Result<Attr> {
+        if set.size.is_some() || set.uid.is_some() || set.gid.is_some() {
+            self.drop_capability(obj)?;
+        }
         let _g = self.lock_inodes(&[obj]);
         let bytes = if set.size.is_some() { 64 << 10 } else { 0 };
         let tx = self.begin(bytes)?;
@@ -299,9 +315,11 @@ impl Fs {
         if let Some(gid) = set.gid {
             ino.gid = gid;
         }
-        if owner_changes && !ino.is_dir() {
-            // As Linux does: a chown drops set-user-id, and set-group-id when the
-            // group may execute.
+        let truncate_kills = kill_suid && set.size.is_some() && set.mode.is_none();
+        if (owner_changes || truncate_kills) && !ino.is_dir() {
+            // As Linux does: a chown (or a truncate by a caller without
+            // CAP_FSETID) drops set-user-id, and set-group-id when the group may
+            // execute.
             ino.mode &= !libc::S_ISUID;
             if ino.mode & libc::S_IXGRP != 0 {
                 ino.mode &= !libc::S_ISGID;
@@ -432,25 +450,44 @@ impl Fs {
     /// Write file data; `kill_suid` drops set-user/group-id bits (a write by
     /// someone other than root, as the kernel asks).
     pub fn write(&self, obj: u64, off: u64, data: &[u8], kill_suid: bool) -> Result<usize> {
+        Ok(self.write_dropping_privs(obj, off, data, kill_suid)?.0)
+    }
+
+    /// `write`, also saying whether it dropped set-user/group-id bits (a frontend
+    /// that caches attributes must then forget the old mode).
+    pub fn write_dropping_privs(
+        &self,
+        obj: u64,
+        off: u64,
+        data: &[u8],
+        kill_suid: bool,
+    ) -> Result<(usize, bool)> {
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
         self.write_data(obj, off, data)?;
-        self.touch_modified(obj, kill_suid)?;
-        Ok(data.len())
+        let dropped = self.touch_modified(obj, kill_suid)?;
+        Ok((data.len(), dropped))
     }
 
     /// Set mtime and ctime to now. Like the kernel's coarse clock for file times,
     /// an update within `TIME_GRANULARITY_NS` of the stored times is skipped, so a
     /// stream of writes does not rewrite the inode each time.
-    fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<()> {
+    /// True if it dropped set-user/group-id bits.
+    fn touch_modified(&self, obj: u64, kill_suid: bool) -> Result<bool> {
         let now = Timespec::now();
-        if !kill_suid {
-            let (ino, _) = load(&*self.ds, obj)?;
-            if fresh(ino.mtime, now) && fresh(ino.ctime, now) {
-                return Ok(());
-            }
+        let (ino, _) = load(&*self.ds, obj)?;
+        if ino.xattr_obj != 0 {
+            self.drop_capability(obj)?;
+        }
+        let privileged = |m: u32| {
+            m & libc::S_ISUID != 0
+                || m & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP
+        };
+        let kill_suid = kill_suid && privileged(ino.mode);
+        if !kill_suid && fresh(ino.mtime, now) && fresh(ino.ctime, now) {
+            return Ok(false);
         }
         let _g = self.lock_inodes(&[obj]);
         let (mut ino, _) = load(&*self.ds, obj)?;
@@ -463,7 +500,22 @@ impl Fs {
             }
         }
         self.ds.set_bonus(obj, &ino.encode())?;
-        Ok(())
+        Ok(kill_suid)
+    }
+
+    /// Remove the file capabilities (security.capability) of `obj`, as the
+    /// kernel does on any write, truncate or chown (cap_inode_killpriv, whoever
+    /// the caller): under FUSE_HANDLE_KILLPRIV_V2 it is the server's job. Costs
+    /// nothing for a file without extended attributes.
+    fn drop_capability(&self, obj: u64) -> Result<()> {
+        let (ino, _) = load(&*self.ds, obj)?;
+        if ino.xattr_obj == 0 {
+            return Ok(());
+        }
+        match self.removexattr(obj, b"security.capability") {
+            Ok(()) | Err(Errno::ENODATA) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// fallocate: mode 0 extends the size (copy-on-write cannot reserve blocks, so
@@ -502,8 +554,13 @@ impl Fs {
                 Ok(())
             }
             FALLOC_FL_PUNCH_HOLE if keep => {
+                // Whole records become holes (their blocks are freed, so st_blocks
+                // and SEEK_HOLE see it); partial records are zeroed in place.
                 let stop = end.min(info.size);
-                self.write_zeros(obj, off, stop)
+                if stop > off {
+                    self.ds.punch(obj, off, stop - off)?;
+                }
+                self.touch_modified(obj, false).map(|_| ())
             }
             FALLOC_FL_ZERO_RANGE => {
                 let stop = if keep { end.min(info.size) } else { end };
@@ -521,7 +578,7 @@ impl Fs {
             self.write_data(obj, off, &zeros[..n as usize])?;
             off += n;
         }
-        self.touch_modified(obj, false)
+        self.touch_modified(obj, false).map(|_| ())
     }
 
     /// Space of the dataset: what it uses and what it may still use (quota and
@@ -545,6 +602,40 @@ impl Fs {
             ffree: (info.available / 512).max(1),
             namelen: dir::MAX_NAME as u32,
         })
+    }
+
+    /// lseek(SEEK_DATA / SEEK_HOLE) from the block tree (and the records not yet
+    /// synced): the start of the first data, or hole, at or after `off`. Data is
+    /// reported per record (a hole smaller than a record reads as data, as POSIX
+    /// allows); the end of the file is a hole. ENXIO at or past the end, and for
+    /// SEEK_DATA when only holes follow.
+    pub fn seek_data_hole(&self, obj: u64, off: u64, whence: i32) -> Result<u64> {
+        let (_, info) = load(&*self.ds, obj)?;
+        if off >= info.size {
+            return Err(Errno::ENXIO);
+        }
+        let want_data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(Errno::EINVAL),
+        };
+        let bs = info.blksz.max(1) as u64;
+        let runs = self
+            .ds
+            .objset()
+            .allocation_runs(obj, off / bs, (info.size - 1) / bs)
+            .map_err(StoreError::from)?;
+        for (first, n, data) in runs {
+            let end = first.saturating_add(n).saturating_mul(bs);
+            if data == want_data && end > off {
+                return Ok((first * bs).max(off).min(info.size));
+            }
+        }
+        if want_data {
+            Err(Errno::ENXIO)
+        } else {
+            Ok(info.size)
+        }
     }
 
     /// Make every change so far durable.

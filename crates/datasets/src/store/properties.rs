@@ -198,6 +198,10 @@ impl Store {
                 .map(|i| cat.datasets[i].acct.logical)
                 .sum::<u64>()
                 .to_string()),
+            // Logical over physical bytes of the data blocks of the datasets
+            // logicalused sums, physical being one copy's allocation, never more
+            // than the logical size (see objects::add_acct), as zfs pads psize to
+            // the sector. Metadata is left out so that compression=off reads 1.00.
             "compressratio" => {
                 let (l, p) = cat.subtree(id).iter().fold((0u64, 0u64), |(l, p), i| {
                     let a = &cat.datasets[i].acct;
