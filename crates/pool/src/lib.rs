@@ -18,6 +18,7 @@ pub mod device;
 pub mod error;
 mod import;
 pub mod label;
+pub mod parity;
 pub mod pool;
 pub mod rangeset;
 pub mod spacemap;
