@@ -12,7 +12,7 @@ use crate::commit::{now_ns, read_label, read_uberblocks, write_labels};
 use crate::device::{BlockDevice, FileDevice};
 use crate::error::{PoolError, Result};
 use crate::label::*;
-use crate::pool::{new_guid, top_config, Pool};
+use crate::pool::{new_guid, top_asize, top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{expand_paths, open_for_create, CreateOpts, VdevSpec};
 use parking_lot::{Mutex, RwLock};
@@ -157,13 +157,12 @@ impl Pool {
         };
         let mut tops = Vec::new();
         for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
-            let asize = group
+            let smallest = group
                 .iter()
                 .map(|(_, d)| leaf_data_size(d.size()))
                 .min()
-                .unwrap()
-                / sector
-                * sector;
+                .unwrap();
+            let asize = top_asize(kind, smallest, sector, group.len());
             let leaves: Vec<Leaf> = group
                 .into_iter()
                 .map(|(path, dev)| Leaf {
@@ -181,6 +180,7 @@ impl Pool {
                 leaves,
                 log,
                 faulted: Default::default(),
+                ashift,
             };
             config.vdevs.push(top_config(&top));
             tops.push(Arc::new(top));
@@ -369,6 +369,7 @@ impl Pool {
                     v.id
                 )));
             }
+            check_raidz_survives(&config.name, v, &leaves)?;
             let missing_log = v.log && leaves.iter().all(|l| l.dev.is_none());
             if missing_log {
                 notices.push(format!(
@@ -384,6 +385,7 @@ impl Pool {
                 leaves,
                 log: v.log,
                 faulted: std::sync::atomic::AtomicBool::new(missing_log),
+                ashift: config.ashift,
             }));
         }
         let mut ubs: Vec<Uberblock> = tops
@@ -426,4 +428,25 @@ impl Pool {
             last_err.map(|e| e.to_string()).unwrap_or_default()
         )))
     }
+}
+
+/// A raidz vdev with more missing children than parity columns cannot be read:
+/// refuse the import and name what is missing.
+fn check_raidz_survives(pool: &str, v: &TopVdevConfig, leaves: &[Leaf]) -> Result<()> {
+    let p = crate::raidz::nparity(v.kind);
+    let missing: Vec<String> = leaves
+        .iter()
+        .filter(|l| l.dev.is_none())
+        .map(|l| l.path.display().to_string())
+        .collect();
+    if p > 0 && missing.len() > p {
+        return Err(PoolError::Import(format!(
+            "pool '{pool}': raidz{p} vdev {} is missing {} of its {} devices and survives at most {p}: {}",
+            v.id,
+            missing.len(),
+            leaves.len(),
+            missing.join(", ")
+        )));
+    }
+    Ok(())
 }

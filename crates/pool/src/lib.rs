@@ -20,6 +20,7 @@ mod import;
 pub mod label;
 pub mod parity;
 pub mod pool;
+pub mod raidz;
 pub mod rangeset;
 pub mod spacemap;
 mod spacemap_sync;

@@ -88,6 +88,17 @@ pub fn new_guid() -> u64 {
     g.max(1)
 }
 
+/// Address space of a top-level vdev whose smallest child has `smallest` data
+/// bytes: one child's (disk, mirror) or all children's rows (raidz, parity included).
+pub(crate) fn top_asize(kind: VdevKind, smallest: u64, sector: u64, children: usize) -> u64 {
+    let child = smallest / sector * sector;
+    if crate::raidz::nparity(kind) > 0 {
+        child * children as u64
+    } else {
+        child
+    }
+}
+
 pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
     TopVdevConfig {
         id: t.id,
@@ -247,13 +258,12 @@ impl Pool {
                     errors: ErrorCounters::default(),
                 });
             }
-            let asize = leaves
+            let smallest = leaves
                 .iter()
                 .map(|l| leaf_data_size(l.dev.as_ref().unwrap().size()))
                 .min()
-                .unwrap()
-                / sector
-                * sector;
+                .unwrap();
+            let asize = top_asize(spec.kind, smallest, sector, leaves.len());
             new_tops.push(TopVdev {
                 id: base_id + i as u32,
                 guid: new_guid(),
@@ -262,6 +272,7 @@ impl Pool {
                 leaves,
                 log: spec.log,
                 faulted: Default::default(),
+                ashift: self.config.read().ashift,
             });
         }
         Ok(new_tops)
@@ -294,7 +305,11 @@ impl Pool {
                 _ => {
                     let children: Vec<DeviceStatus> = t.leaves.iter().map(leaf_status).collect();
                     DeviceStatus {
-                        name: format!("mirror-{}", t.id),
+                        name: match t.kind {
+                            VdevKind::Raidz1 => format!("raidz1-{}", t.id),
+                            VdevKind::Raidz2 => format!("raidz2-{}", t.id),
+                            _ => format!("mirror-{}", t.id),
+                        },
                         state: t.health().into(),
                         read: children.iter().map(|c| c.read).sum(),
                         write: children.iter().map(|c| c.write).sum(),

@@ -1,4 +1,5 @@
-//! Virtual devices: top-level vdevs made of leaves (one disk, or an N-way mirror).
+//! Virtual devices: top-level vdevs made of leaves (one disk, an N-way mirror, or a
+//! raidz group, whose stripes are in `raidz`).
 //!
 //! Invariants:
 //! - A DVA offset is relative to the top-level vdev's allocatable space; on each leaf
@@ -57,7 +58,7 @@ impl Leaf {
             .unwrap_or_else(|| self.path.display().to_string())
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    pub(crate) fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
@@ -71,7 +72,7 @@ impl Leaf {
             ))),
         }
     }
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    pub(crate) fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
@@ -107,19 +108,24 @@ pub struct TopVdev {
     pub log: bool,
     /// Set when a write or flush failed: allocation avoids this vdev from then on.
     pub faulted: std::sync::atomic::AtomicBool,
+    /// log2 of the sector size (raidz stripes are laid out in sectors).
+    pub ashift: u8,
 }
 
 impl TopVdev {
-    /// Write `buf` at `offset` on every child.
+    /// Write `buf` at `offset` on every child (raidz: as one stripe with parity).
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
         // Past `asize` lie the back labels: a write there would destroy them.
         assert!(
-            offset + buf.len() as u64 <= self.asize,
+            offset + self.alloc_size(buf.len() as u64) <= self.asize,
             "write of {} bytes at {offset:#x} past the end of vdev {} ({})",
             buf.len(),
             self.id,
             self.asize
         );
+        if self.is_raidz() {
+            return self.raidz_write(buf, offset);
+        }
         let mut ok = 0;
         let mut last_err = None;
         for leaf in &self.leaves {
@@ -153,6 +159,9 @@ impl TopVdev {
         verify: &dyn Fn(&[u8]) -> bool,
         unverified_is_error: bool,
     ) -> Result<Vec<u8>> {
+        if self.is_raidz() {
+            return self.raidz_read_verified(offset, len, verify);
+        }
         let mut buf = vec![0u8; len];
         let mut unverified: Vec<&Leaf> = Vec::new();
         let mut unreadable: Vec<&Leaf> = Vec::new();
@@ -197,6 +206,9 @@ impl TopVdev {
         len: usize,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> ScrubOutcome {
+        if self.is_raidz() {
+            return self.raidz_scrub(offset, len, verify);
+        }
         let mut out = ScrubOutcome::default();
         let mut good: Option<Vec<u8>> = None;
         let mut bad: Vec<&Leaf> = Vec::new();
@@ -236,6 +248,14 @@ impl TopVdev {
 
     /// Rewrite an extent on every child with known-good bytes (ditto-copy repair).
     pub fn repair(&self, buf: &[u8], offset: u64) {
+        if self.is_raidz() {
+            if self.raidz_write(buf, offset).is_ok() {
+                for leaf in self.leaves.iter().filter(|l| l.dev.is_some()) {
+                    leaf.errors.repaired.fetch_add(1, Relaxed);
+                }
+            }
+            return;
+        }
         for leaf in &self.leaves {
             if leaf.write_raw(buf, offset).is_ok() {
                 leaf.errors.repaired.fetch_add(1, Relaxed);
@@ -268,6 +288,9 @@ impl TopVdev {
     pub fn health(&self) -> &'static str {
         if self.faulted.load(Relaxed) {
             return "FAULTED";
+        }
+        if self.is_raidz() {
+            return self.raidz_health();
         }
         let present = self.leaves.iter().filter(|l| l.dev.is_some()).count();
         if present == self.leaves.len() {
