@@ -156,6 +156,7 @@ impl Pool {
             let o = top.scrub_extent(d.offset, len, &verify);
             total.bad_copies += o.bad_copies;
             total.repaired += o.repaired;
+            total.resilvered += o.resilvered;
             if o.unrecoverable {
                 unrecoverable_dvas.push(*d);
             } else if good.is_none() {

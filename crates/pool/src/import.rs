@@ -170,6 +170,7 @@ impl Pool {
                     path: std::fs::canonicalize(&path).unwrap_or(path),
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
+                    resilvering: Default::default(),
                 })
                 .collect();
             let top = TopVdev {
@@ -356,6 +357,7 @@ impl Pool {
                         path: found.map(|f| f.2.clone()).unwrap_or_else(|| c.path.clone()),
                         dev: found.map(|f| f.1.clone()),
                         errors: ErrorCounters::default(),
+                        resilvering: c.resilvering.into(),
                     }
                 })
                 .collect();
@@ -436,7 +438,7 @@ fn check_raidz_survives(pool: &str, v: &TopVdevConfig, leaves: &[Leaf]) -> Resul
     let p = crate::raidz::nparity(v.kind);
     let missing: Vec<String> = leaves
         .iter()
-        .filter(|l| l.dev.is_none())
+        .filter(|l| !l.readable())
         .map(|l| l.path.display().to_string())
         .collect();
     if p > 0 && missing.len() > p {

@@ -22,6 +22,7 @@ pub mod parity;
 pub mod pool;
 pub mod raidz;
 pub mod rangeset;
+mod replace;
 pub mod spacemap;
 mod spacemap_sync;
 pub mod vdev;

@@ -112,6 +112,7 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
             .map(|l| LeafConfig {
                 guid: l.guid,
                 path: l.path.clone(),
+                resilvering: l.resilvering.load(Relaxed),
             })
             .collect(),
     }
@@ -256,6 +257,7 @@ impl Pool {
                     path: std::fs::canonicalize(p).unwrap_or(p.clone()),
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
+                    resilvering: Default::default(),
                 });
             }
             let smallest = leaves
@@ -282,7 +284,12 @@ impl Pool {
     pub fn device_status(&self) -> Vec<DeviceStatus> {
         let leaf_status = |l: &Leaf| DeviceStatus {
             name: l.path.display().to_string(),
-            state: if l.dev.is_some() { "ONLINE" } else { "UNAVAIL" }.into(),
+            state: match (&l.dev, l.resilvering.load(Relaxed)) {
+                (None, _) => "UNAVAIL",
+                (Some(_), true) => "RESILVERING",
+                (Some(_), false) => "ONLINE",
+            }
+            .into(),
             read: l.errors.read.load(Relaxed),
             write: l.errors.write.load(Relaxed),
             cksum: l.errors.cksum.load(Relaxed),

@@ -200,7 +200,7 @@ impl TopVdev {
             match leaf.read_raw(&mut b, c.offset) {
                 Ok(()) => st.bytes[i] = b,
                 Err(_) => {
-                    if leaf.dev.is_some() {
+                    if leaf.readable() {
                         leaf.errors.read.fetch_add(1, Relaxed);
                     }
                     st.unreadable.push(i);
@@ -278,6 +278,13 @@ impl TopVdev {
                 continue;
             }
             let leaf = &self.leaves[c.child];
+            if leaf.dev.is_some() && !leaf.readable() {
+                // A replacement being resilvered: this is its column rebuilt.
+                if leaf.write_raw(&good[i], c.offset).is_ok() {
+                    out.resilvered += 1;
+                }
+                continue;
+            }
             out.bad_copies += 1;
             if !unreadable {
                 leaf.errors.cksum.fetch_add(1, Relaxed);
@@ -326,15 +333,15 @@ impl TopVdev {
             Ok((_, o)) => o,
             Err(_) => ScrubOutcome {
                 bad_copies: 1,
-                repaired: 0,
                 unrecoverable: true,
+                ..Default::default()
             },
         }
     }
 
     /// Present children and the most that may be missing.
     pub(crate) fn raidz_health(&self) -> &'static str {
-        let missing = self.leaves.iter().filter(|l| l.dev.is_none()).count();
+        let missing = self.leaves.iter().filter(|l| !l.readable()).count();
         if missing == 0 {
             "ONLINE"
         } else if missing <= nparity(self.kind) {

@@ -31,6 +31,9 @@ pub struct Leaf {
     pub path: std::path::PathBuf,
     pub dev: Option<Arc<dyn BlockDevice>>,
     pub errors: ErrorCounters,
+    /// A replacement being filled by a resilver: written to, never read from,
+    /// until the resilver has rebuilt every block on it.
+    pub resilvering: std::sync::atomic::AtomicBool,
 }
 
 /// `disk.ops` and `disk.bytes` (device, op): every leaf read and write with its
@@ -58,7 +61,18 @@ impl Leaf {
             .unwrap_or_else(|| self.path.display().to_string())
     }
 
+    /// Present and holding every block (not a replacement still resilvering).
+    pub fn readable(&self) -> bool {
+        self.dev.is_some() && !self.resilvering.load(Relaxed)
+    }
+
     pub(crate) fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if self.resilvering.load(Relaxed) {
+            return Err(PoolError::Import(format!(
+                "{}: resilvering",
+                self.path.display()
+            )));
+        }
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
@@ -95,6 +109,8 @@ pub struct ScrubOutcome {
     pub repaired: u64,
     /// True if no child had good bytes.
     pub unrecoverable: bool,
+    /// Copies written to a replacement device being resilvered.
+    pub resilvered: u64,
 }
 
 /// A top-level vdev.
@@ -166,7 +182,7 @@ impl TopVdev {
         let mut unverified: Vec<&Leaf> = Vec::new();
         let mut unreadable: Vec<&Leaf> = Vec::new();
         for leaf in &self.leaves {
-            if leaf.dev.is_none() {
+            if !leaf.readable() {
                 continue;
             }
             match leaf.read_raw(&mut buf, offset) {
@@ -212,8 +228,13 @@ impl TopVdev {
         let mut out = ScrubOutcome::default();
         let mut good: Option<Vec<u8>> = None;
         let mut bad: Vec<&Leaf> = Vec::new();
+        let mut resilver: Vec<&Leaf> = Vec::new();
         for leaf in &self.leaves {
             if leaf.dev.is_none() {
+                continue;
+            }
+            if !leaf.readable() {
+                resilver.push(leaf);
                 continue;
             }
             let mut buf = vec![0u8; len];
@@ -238,6 +259,12 @@ impl TopVdev {
                     if b.write_raw(&g, offset).is_ok() {
                         b.errors.repaired.fetch_add(1, Relaxed);
                         out.repaired += 1;
+                    }
+                }
+                // A replacement gets the good copy: that is the resilver.
+                for r in resilver {
+                    if r.write_raw(&g, offset).is_ok() {
+                        out.resilvered += 1;
                     }
                 }
             }
@@ -292,7 +319,7 @@ impl TopVdev {
         if self.is_raidz() {
             return self.raidz_health();
         }
-        let present = self.leaves.iter().filter(|l| l.dev.is_some()).count();
+        let present = self.leaves.iter().filter(|l| l.readable()).count();
         if present == self.leaves.len() {
             "ONLINE"
         } else if present > 0 {

@@ -242,3 +242,148 @@ fn grammar_refuses_bad_raidz_groups() {
     let specs = parse_vdev_spec(&w("raidz1 a b c raidz2 d e f g")).unwrap();
     assert_eq!(specs.len(), 2);
 }
+
+/// The scan a resilver runs: every block (the dataset layer walks the trees).
+fn scan(pool: &Pool, blocks: &[(BlkPtr, Vec<u8>)]) -> (u64, u64) {
+    let mut bad = 0;
+    let mut resilvered = 0;
+    let sm = pool.spacemap_blocks().unwrap();
+    for bp in blocks.iter().map(|b| &b.0).chain(sm.iter()) {
+        let o = pool.scrub_block(bp);
+        assert!(!o.unrecoverable);
+        bad += o.bad_copies;
+        resilvered += o.resilvered;
+    }
+    (bad, resilvered)
+}
+
+/// raidz2 with one device gone and one full of noise: both replaced, the
+/// resilver rebuilds their columns, and then the new devices alone (with the
+/// two old survivors overwritten by noise) hold every block.
+#[test]
+fn replace_two_devices_and_resilver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, paths) = create(dir.path(), "raidz2", 5);
+    let blocks = write_blocks(&pool, 21);
+    pool.flush_all().unwrap();
+    drop(pool);
+    std::fs::remove_file(&paths[1]).unwrap();
+    noise(&paths[4], 4);
+    let left: Vec<PathBuf> = [0, 2, 3, 4].iter().map(|&i| paths[i].clone()).collect();
+    let pool = reopen(&left).unwrap();
+    assert_eq!(pool.health(), "DEGRADED");
+    let opts = CreateOpts {
+        create_size: Some(DEV_SIZE),
+        ..Default::default()
+    };
+    // Refusals first: nothing changes.
+    let small = dir.path().join("small");
+    let e = pool
+        .replace_device(
+            &paths[1].display().to_string(),
+            &small,
+            &CreateOpts {
+                create_size: Some(40 << 20),
+                ..Default::default()
+            },
+            4,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("too small"), "{e}");
+    assert!(
+        !small.exists(),
+        "a refused replacement leaves no file behind"
+    );
+    let e = pool
+        .replace_device("nope", &dir.path().join("x"), &opts, 4)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such device"), "{e}");
+    let new1 = dir.path().join("n1");
+    let new4 = dir.path().join("n4");
+    pool.replace_device(&paths[1].display().to_string(), &new1, &opts, 4)
+        .unwrap();
+    pool.replace_device(&paths[4].display().to_string(), &new4, &opts, 4)
+        .unwrap();
+    // A third would leave nothing to rebuild from.
+    let e = pool
+        .replace_device(
+            &paths[0].display().to_string(),
+            &dir.path().join("n0"),
+            &opts,
+            4,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("would lose data"), "{e}");
+    assert!(pool.resilver_pending());
+    let st = pool.device_status();
+    assert_eq!(
+        st[0]
+            .children
+            .iter()
+            .filter(|c| c.state == "RESILVERING")
+            .count(),
+        2
+    );
+    // Reads work during the resilver (from the three old devices).
+    for (bp, data) in &blocks {
+        assert_eq!(&pool.read_block(bp).unwrap(), data);
+    }
+    let (_, resilvered) = scan(&pool, &blocks);
+    assert!(resilvered > 0);
+    pool.finish_resilver().unwrap();
+    assert!(!pool.resilver_pending());
+    assert_eq!(pool.health(), "ONLINE");
+    pool.commit(4, blocks[0].0).unwrap();
+    let (bad, _) = scan(&pool, &blocks);
+    assert_eq!(bad, 0, "scrub after resilver is clean");
+    pool.flush_all().unwrap();
+    drop(pool);
+    // The replacements must now carry real columns: lose two old devices.
+    noise(&paths[0], 50);
+    noise(&paths[2], 51);
+    let all: Vec<PathBuf> = [0, 2, 3]
+        .iter()
+        .map(|&i| paths[i].clone())
+        .chain([new1, new4])
+        .collect();
+    let pool = reopen(&all).unwrap();
+    assert_eq!(pool.health(), "ONLINE");
+    for (bp, data) in &blocks {
+        assert_eq!(&pool.read_block(bp).unwrap(), data);
+    }
+}
+
+/// A restart during a resilver: the mark is in the labels, the replacement is
+/// still not read from, and the resilver can run again.
+#[test]
+fn resilver_mark_survives_reimport() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, paths) = create(dir.path(), "raidz1", 3);
+    let blocks = write_blocks(&pool, 2);
+    let opts = CreateOpts {
+        create_size: Some(DEV_SIZE),
+        ..Default::default()
+    };
+    let new2 = dir.path().join("n2");
+    pool.replace_device(&paths[2].display().to_string(), &new2, &opts, 4)
+        .unwrap();
+    pool.flush_all().unwrap();
+    drop(pool);
+    let devs = vec![paths[0].clone(), paths[1].clone(), new2.clone()];
+    let pool = reopen(&devs).unwrap();
+    assert!(pool.resilver_pending());
+    assert_eq!(pool.health(), "DEGRADED");
+    for (bp, data) in &blocks {
+        assert_eq!(&pool.read_block(bp).unwrap(), data);
+    }
+    scan(&pool, &blocks);
+    pool.finish_resilver().unwrap();
+    pool.flush_all().unwrap();
+    drop(pool);
+    let pool = reopen(&devs).unwrap();
+    assert!(!pool.resilver_pending());
+    assert_eq!(pool.health(), "ONLINE");
+}
