@@ -260,6 +260,26 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             }
             ctx.call("pool.add", args).map(drop)
         }
+        PoolCmd::Replace {
+            force,
+            size,
+            pool,
+            old,
+            new,
+        } => {
+            let new = absolute(Path::new(&new)).map(|p| p.to_string_lossy().into_owned())?;
+            // OLD may be a missing device: absolute only if it names a path.
+            let old = if old.contains('/') || Path::new(&old).exists() {
+                absolute(Path::new(&old)).map(|p| p.to_string_lossy().into_owned())?
+            } else {
+                old
+            };
+            let mut args = json!({"name": pool, "old": old, "new": new, "force": force});
+            if let Some(s) = size {
+                args["size"] = json!(s);
+            }
+            ctx.call("pool.replace", args).map(drop)
+        }
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
     }
 }

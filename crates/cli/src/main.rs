@@ -206,6 +206,18 @@ pub enum PoolCmd {
         #[arg(required = true, num_args = 1..)]
         vdevs: Vec<String>,
     },
+    /// Replace a device of a mirror or raidz and resilver onto the new one
+    Replace {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create the new device file as a sparse file of SIZE
+        #[arg(short = 's', value_name = "SIZE", value_parser = size_arg)]
+        size: Option<u64>,
+        pool: String,
+        /// The device to replace: its path (as `pool status` shows it) or guid
+        old: String,
+        new: String,
+    },
     /// Commit a transaction group now
     #[command(hide = true)]
     Sync { pool: String },

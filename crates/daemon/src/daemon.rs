@@ -97,6 +97,7 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.status", &["name"]),
     ("pool.scrub", &["name", "wait"]),
     ("pool.add", &["name", "vdevs", "size", "force"]),
+    ("pool.replace", &["name", "old", "new", "size", "force"]),
     ("pool.sync", &["name"]),
     (
         "ds.create",
@@ -323,6 +324,7 @@ impl Daemon {
             "pool.status" => self.pool_status(&a),
             "pool.scrub" => self.pool_scrub(&a),
             "pool.add" => self.pool_add(&a),
+            "pool.replace" => self.pool_replace(&a),
             "pool.sync" => self.pool_sync(&a),
             "ds.create" => self.ds_create(&a),
             "ds.destroy" => self.ds_destroy(&a),
@@ -766,6 +768,38 @@ impl Daemon {
         }
         log(format!("added devices to pool '{name}'"));
         self.save_state_after("pool add")?;
+        Ok(json!({ "name": name }))
+    }
+
+    /// `pool replace POOL OLD NEW`: swap a mirror or raidz child and resilver.
+    fn pool_replace(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let old = a.str("old")?;
+        let new = PathBuf::from(a.str("new")?);
+        if !new.is_absolute() {
+            return Err(format!("{}: not an absolute device path", new.display()));
+        }
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        self.check_devices_free(&[VdevSpec {
+            kind: cachalot_pool::VdevKind::Disk,
+            paths: vec![new.clone()],
+            log: false,
+        }])?;
+        let copts = CreateOpts {
+            ashift: store.pool().config().ashift,
+            create_size: a.opt_size("size")?,
+            force: a.bool("force")?,
+        };
+        store.replace_device(&old, &new, &copts).map_err(se)?;
+        if let Some(slot) = self.pools.write().get_mut(&name) {
+            slot.record.devices = store.pool().device_paths();
+        }
+        log(format!(
+            "pool '{name}': {old} replaced by {}",
+            new.display()
+        ));
+        self.save_state_after("pool replace")?;
         Ok(json!({ "name": name }))
     }
 
