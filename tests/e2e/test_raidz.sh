@@ -6,6 +6,9 @@
 # DEGRADED naming it; `pool replace` of both, resilver, scrub with 0 errors,
 # ONLINE; then two of the old devices overwritten with noise and every byte still
 # reads back, so the replacements carry real columns. Bad input is refused.
+# With `serve --allow-fault-injection`: injected I/O errors fault a device while
+# the workload goes on, injected corruption is repaired, and the faulted device
+# is replaced; without the flag `debug inject` is refused.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -20,10 +23,10 @@ noise() { # FILE OFFSET_MIB LEN_MIB
     head -c "$(($3 * 1024 * 1024))" /dev/urandom | dd of="$1" bs=1M seek="$2" conv=notrunc status=none
 }
 
-wait_resilver() {
+wait_resilver() { # [POOL]
     local i st
     for ((i = 0; i < 300; i++)); do
-        st=$("$C" pool status rz)
+        st=$("$C" pool status "${1:-rz}")
         if ! grep -q "resilver in progress" <<<"$st" && ! grep -q RESILVERING <<<"$st"; then
             return 0
         fi
@@ -33,6 +36,9 @@ wait_resilver() {
 }
 
 start_daemon
+
+assert_fails "$C" debug inject --clear
+assert_contains "$LAST_STDERR" "allow-fault-injection"
 
 note "bad vdev specifications"
 assert_fails "$C" pool create -s 128M bad raidz2 "$TMP/b0" "$TMP/b1"
@@ -119,4 +125,53 @@ st=$(assert_ok "$C" pool status rz)
 echo "$st"
 assert_contains "$st" "No known data errors"
 assert_ok "$C" pool destroy rz
+stop_daemon
+
+note "fault injection: a device failing every I/O is FAULTED, the workload goes on"
+DAEMON_ARGS=(--allow-fault-injection)
+start_daemon
+F=()
+for i in 0 1 2 3; do F+=("$TMP/f$i"); done
+assert_ok "$C" pool create -s 128M fz raidz2 "${F[@]}"
+assert_ok "$C" create -o compression=off fz/d
+o1=$(assert_ok "$C" debug create fz/d)
+assert_ok "$C" debug write fz/d "$o1" --seed 21 --len "$LEN"
+assert_ok "$C" debug fsync fz/d
+assert_fails "$C" debug inject fz nosuch all eio
+assert_ok "$C" debug inject fz f1 all eio
+# Reads that miss the ARC: export and import drop it (the injection goes too:
+# inject again after the import).
+assert_ok "$C" pool export fz
+assert_ok "$C" pool import -d "$TMP" fz
+assert_ok "$C" debug inject fz f1 all eio
+assert_ok "$C" debug read fz/d "$o1" --seed 21 --len "$LEN" >/dev/null
+o2=$(assert_ok "$C" debug create fz/d)
+assert_ok "$C" debug write fz/d "$o2" --seed 22 --len "$LEN"
+assert_ok "$C" debug fsync fz/d
+st=$(assert_ok "$C" pool status fz)
+echo "$st"
+assert_eq "$(col "$st" f1 2)" "FAULTED" "f1 state"
+assert_contains "$st" "state: DEGRADED"
+note "injected corruption on a second device: found and repaired"
+assert_ok "$C" pool export fz
+assert_ok "$C" pool import -d "$TMP" fz
+assert_ok "$C" debug inject fz f1 all eio
+assert_ok "$C" debug inject fz f2 read corrupt --rate 50
+assert_ok "$C" debug read fz/d "$o1" --seed 21 --len "$LEN" >/dev/null
+assert_ok "$C" debug read fz/d "$o2" --seed 22 --len "$LEN" >/dev/null
+st=$(assert_ok "$C" pool status fz)
+echo "$st"
+ck=$(col "$st" f2 5)
+[[ -n $ck && $ck != 0 ]] || fail "no CKSUM errors counted on f2"
+assert_ok "$C" debug inject --clear
+note "the faulted device replaced: ONLINE, scrub clean"
+assert_ok "$C" pool replace -s 128M fz "${F[1]}" "$TMP/g1"
+wait_resilver fz
+assert_ok "$C" pool scrub -w fz
+st=$(assert_ok "$C" pool status fz)
+echo "$st"
+assert_contains "$st" "state: ONLINE"
+assert_contains "$st" "with 0 errors"
+assert_ok "$C" debug read fz/d "$o1" --seed 21 --len "$LEN" >/dev/null
+assert_ok "$C" debug read fz/d "$o2" --seed 22 --len "$LEN" >/dev/null
 stop_daemon

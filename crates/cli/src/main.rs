@@ -137,6 +137,9 @@ pub struct ServeArgs {
     /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
     #[arg(long, value_name = "ADDR")]
     pub nbd: Option<String>,
+    /// Accept `debug inject` (fault injection into pool devices: tests only)
+    #[arg(long, hide = true)]
+    pub allow_fault_injection: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -82,6 +82,8 @@ pub struct Daemon {
     nbd: std::sync::OnceLock<Arc<cachalot_nbd::NbdServer>>,
     /// The iSCSI target, once started (see `iscsi.rs`).
     iscsi: std::sync::OnceLock<Arc<iscsi::IscsiService>>,
+    /// `serve --allow-fault-injection`: `debug.inject` works only then.
+    fault_injection: AtomicBool,
 }
 
 /// Every op and the arguments it accepts.
@@ -99,6 +101,10 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.add", &["name", "vdevs", "size", "force"]),
     ("pool.replace", &["name", "old", "new", "size", "force"]),
     ("pool.sync", &["name"]),
+    (
+        "debug.inject",
+        &["name", "device", "ops", "kind", "rate", "clear"],
+    ),
     (
         "ds.create",
         &[
@@ -220,6 +226,7 @@ impl Daemon {
             volumes: volumes::Volumes::default(),
             nbd: std::sync::OnceLock::new(),
             iscsi: std::sync::OnceLock::new(),
+            fault_injection: AtomicBool::new(false),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -325,6 +332,7 @@ impl Daemon {
             "pool.scrub" => self.pool_scrub(&a),
             "pool.add" => self.pool_add(&a),
             "pool.replace" => self.pool_replace(&a),
+            "debug.inject" => self.debug_inject(&a),
             "pool.sync" => self.pool_sync(&a),
             "ds.create" => self.ds_create(&a),
             "ds.destroy" => self.ds_destroy(&a),
@@ -800,6 +808,49 @@ impl Daemon {
             new.display()
         ));
         self.save_state_after("pool replace")?;
+        Ok(json!({ "name": name }))
+    }
+
+    /// Let `debug.inject` work (tests only: `serve --allow-fault-injection`).
+    pub fn allow_fault_injection(&self) {
+        self.fault_injection.store(true, Ordering::SeqCst);
+    }
+
+    /// `debug inject POOL DEV read|write|all eio|corrupt [--rate N]`, or with
+    /// `clear` stop every injected fault (of one pool or all).
+    fn debug_inject(&self, a: &Args) -> OpResult {
+        if !self.fault_injection.load(Ordering::SeqCst) {
+            return Err(
+                "fault injection is off: start the daemon with `serve --allow-fault-injection` (tests only)"
+                    .into(),
+            );
+        }
+        let name = a.opt_str("name")?;
+        if a.bool("clear")? {
+            for n in self.selected_pools(name.as_deref())? {
+                if let Ok(store) = self.store(&n) {
+                    store.pool().clear_faults();
+                }
+            }
+            return Ok(json!({}));
+        }
+        let name = name.ok_or("a pool name is needed")?;
+        let store = self.store(&name)?;
+        let rate = a.opt_u64("rate")?.unwrap_or(100);
+        let fault = cachalot_pool::fault::Fault::parse(
+            &a.str("ops")?,
+            &a.str("kind")?,
+            rate.min(255) as u8,
+        )
+        .map_err(|e| e.to_string())?;
+        let device = a.str("device")?;
+        store
+            .pool()
+            .inject_fault(&device, Some(fault))
+            .map_err(|e| e.to_string())?;
+        log(format!(
+            "pool '{name}': fault injected on {device}: {fault:?}"
+        ));
         Ok(json!({ "name": name }))
     }
 

@@ -171,6 +171,7 @@ impl Pool {
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
                     resilvering: Default::default(),
+                    fault: Default::default(),
                 })
                 .collect();
             let top = TopVdev {
@@ -358,6 +359,7 @@ impl Pool {
                         dev: found.map(|f| f.1.clone()),
                         errors: ErrorCounters::default(),
                         resilvering: c.resilvering.into(),
+                        fault: Default::default(),
                     }
                 })
                 .collect();

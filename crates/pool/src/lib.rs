@@ -16,6 +16,7 @@ mod commit;
 pub mod compress;
 pub mod device;
 pub mod error;
+pub mod fault;
 mod import;
 pub mod label;
 pub mod parity;

@@ -258,6 +258,7 @@ impl Pool {
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
                     resilvering: Default::default(),
+                    fault: Default::default(),
                 });
             }
             let smallest = leaves
@@ -284,12 +285,7 @@ impl Pool {
     pub fn device_status(&self) -> Vec<DeviceStatus> {
         let leaf_status = |l: &Leaf| DeviceStatus {
             name: l.path.display().to_string(),
-            state: match (&l.dev, l.resilvering.load(Relaxed)) {
-                (None, _) => "UNAVAIL",
-                (Some(_), true) => "RESILVERING",
-                (Some(_), false) => "ONLINE",
-            }
-            .into(),
+            state: l.state().into(),
             read: l.errors.read.load(Relaxed),
             write: l.errors.write.load(Relaxed),
             cksum: l.errors.cksum.load(Relaxed),

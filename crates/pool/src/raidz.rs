@@ -179,8 +179,8 @@ impl TopVdev {
         for (c, bytes) in cols.iter().zip(all) {
             let leaf = &self.leaves[c.child];
             if let Err(e) = leaf.write_raw(bytes, c.offset) {
-                if leaf.dev.is_some() {
-                    leaf.errors.write.fetch_add(1, Relaxed);
+                if leaf.dev.is_some() && !leaf.is_faulted() {
+                    leaf.io_error(true);
                 }
                 failed += 1;
                 last_err = Some(e);
@@ -201,7 +201,7 @@ impl TopVdev {
                 Ok(()) => st.bytes[i] = b,
                 Err(_) => {
                     if leaf.readable() {
-                        leaf.errors.read.fetch_add(1, Relaxed);
+                        leaf.io_error(false);
                     }
                     st.unreadable.push(i);
                 }

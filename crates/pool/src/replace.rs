@@ -28,6 +28,8 @@ use std::sync::Arc;
 /// A leaf carried over into a rebuilt vdev: same device, counters kept.
 fn carry(l: &Leaf) -> Leaf {
     let e = &l.errors;
+    let fault = crate::fault::LeafFault::default();
+    fault.faulted.store(l.is_faulted(), Relaxed);
     Leaf {
         guid: l.guid,
         path: l.path.clone(),
@@ -39,6 +41,7 @@ fn carry(l: &Leaf) -> Leaf {
             repaired: e.repaired.load(Relaxed).into(),
         },
         resilvering: l.resilvering.load(Relaxed).into(),
+        fault,
     }
 }
 
@@ -134,6 +137,7 @@ impl Pool {
             dev: Some(dev),
             errors: ErrorCounters::default(),
             resilvering: true.into(),
+            fault: Default::default(),
         };
         let new_top = rebuilt(&top, leaves);
         let mut cfg = self.config.read().clone();

@@ -34,6 +34,8 @@ pub struct Leaf {
     /// A replacement being filled by a resilver: written to, never read from,
     /// until the resilver has rebuilt every block on it.
     pub resilvering: std::sync::atomic::AtomicBool,
+    /// Injected faults and the FAULTED mark (see `fault`).
+    pub fault: crate::fault::LeafFault,
 }
 
 /// `disk.ops` and `disk.bytes` (device, op): every leaf read and write with its
@@ -63,13 +65,54 @@ impl Leaf {
 
     /// Present and holding every block (not a replacement still resilvering).
     pub fn readable(&self) -> bool {
-        self.dev.is_some() && !self.resilvering.load(Relaxed)
+        self.dev.is_some() && !self.resilvering.load(Relaxed) && !self.is_faulted()
+    }
+
+    pub fn is_faulted(&self) -> bool {
+        self.fault.faulted.load(Relaxed)
+    }
+
+    /// Count an I/O error; enough of them fault the leaf (no more I/O to it).
+    pub(crate) fn io_error(&self, write: bool) {
+        let c = if write {
+            &self.errors.write
+        } else {
+            &self.errors.read
+        };
+        c.fetch_add(1, Relaxed);
+        let n = self.errors.read.load(Relaxed) + self.errors.write.load(Relaxed);
+        if n >= crate::fault::FAULT_AFTER_IO_ERRORS {
+            self.fault.faulted.store(true, Relaxed);
+        }
+    }
+
+    /// ONLINE, DEGRADED (many checksum errors), FAULTED, UNAVAIL, RESILVERING.
+    pub fn state(&self) -> &'static str {
+        if self.dev.is_none() {
+            "UNAVAIL"
+        } else if self.is_faulted() {
+            "FAULTED"
+        } else if self.resilvering.load(Relaxed) {
+            "RESILVERING"
+        } else if self.errors.cksum.load(Relaxed) >= crate::fault::DEGRADED_AFTER_CKSUM_ERRORS {
+            "DEGRADED"
+        } else {
+            "ONLINE"
+        }
     }
 
     pub(crate) fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        if self.resilvering.load(Relaxed) {
+        if self.resilvering.load(Relaxed) || self.is_faulted() {
             return Err(PoolError::Import(format!(
-                "{}: resilvering",
+                "{}: {}",
+                self.path.display(),
+                self.state().to_lowercase()
+            )));
+        }
+        let injected = self.fault.hits(false);
+        if injected == Some(crate::fault::FaultKind::Eio) {
+            return Err(PoolError::Import(format!(
+                "{}: injected read error",
                 self.path.display()
             )));
         }
@@ -78,6 +121,9 @@ impl Leaf {
                 let t0 = std::time::Instant::now();
                 let r = d.read_at(buf, DATA_START + offset);
                 record_disk(&self.stat_name(), "read", buf.len() as u64, t0.elapsed());
+                if injected.is_some() {
+                    crate::fault::scramble(buf);
+                }
                 r
             }
             None => Err(PoolError::Import(format!(
@@ -87,6 +133,30 @@ impl Leaf {
         }
     }
     pub(crate) fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.is_faulted() {
+            return Err(PoolError::Import(format!(
+                "{}: faulted",
+                self.path.display()
+            )));
+        }
+        let injected = self.fault.hits(true);
+        if injected == Some(crate::fault::FaultKind::Eio) {
+            return Err(PoolError::Import(format!(
+                "{}: injected write error",
+                self.path.display()
+            )));
+        }
+        let noise;
+        let buf = if injected.is_some() {
+            noise = {
+                let mut n = buf.to_vec();
+                crate::fault::scramble(&mut n);
+                n
+            };
+            &noise[..]
+        } else {
+            buf
+        };
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
@@ -148,8 +218,8 @@ impl TopVdev {
             match leaf.write_raw(buf, offset) {
                 Ok(()) => ok += 1,
                 Err(e) => {
-                    if leaf.dev.is_some() {
-                        leaf.errors.write.fetch_add(1, Relaxed);
+                    if leaf.dev.is_some() && !leaf.is_faulted() {
+                        leaf.io_error(true);
                     }
                     last_err = Some(e);
                 }
@@ -199,7 +269,7 @@ impl TopVdev {
                 }
                 Ok(()) => unverified.push(leaf),
                 Err(_) => {
-                    leaf.errors.read.fetch_add(1, Relaxed);
+                    leaf.io_error(false);
                     unreadable.push(leaf);
                 }
             }
@@ -247,7 +317,7 @@ impl TopVdev {
                     bad.push(leaf);
                 }
                 Err(_) => {
-                    leaf.errors.read.fetch_add(1, Relaxed);
+                    leaf.io_error(false);
                     bad.push(leaf);
                 }
             }
@@ -294,12 +364,12 @@ impl TopVdev {
     pub fn flush(&self) -> Result<()> {
         let mut ok = 0;
         let mut last_err = None;
-        for leaf in &self.leaves {
+        for leaf in self.leaves.iter().filter(|l| !l.is_faulted()) {
             if let Some(d) = &leaf.dev {
                 match d.flush() {
                     Ok(()) => ok += 1,
                     Err(e) => {
-                        leaf.errors.write.fetch_add(1, Relaxed);
+                        leaf.io_error(true);
                         last_err = Some(e);
                     }
                 }
