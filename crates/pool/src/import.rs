@@ -140,6 +140,21 @@ impl Pool {
         Pool::create_from(name, groups, ashift)
     }
 
+    /// Create on already-opened devices forming one top-level vdev of `kind`
+    /// (crash tests build raidz pools of simulated devices with it).
+    pub fn create_on_group(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: VdevKind,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let group: DeviceGroup = devices
+            .into_iter()
+            .map(|d| (d.path().to_path_buf(), d))
+            .collect();
+        Pool::create_from(name, vec![((kind, false), group)], ashift)
+    }
+
     /// Create from opened device groups: ((kind, is_log), devices).
     fn create_from(
         name: &str,

@@ -112,6 +112,18 @@ impl Store {
         Store::create_on_devices_with_log(name, devices, mirror, vec![], opts)
     }
 
+    /// Create on already-open devices forming one vdev of `kind` (crash tests).
+    pub fn create_on_group(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: cachalot_pool::VdevKind,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
+        check_pool_name(name)?;
+        let pool = Arc::new(Pool::create_on_group(name, devices, kind, 12)?);
+        Store::initialize(pool, BTreeMap::new(), opts)
+    }
+
     /// Create on already-open devices with separate log devices (tests).
     pub fn create_on_devices_with_log(
         name: &str,
