@@ -174,6 +174,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     }
     opts.nfs.addr = a.nfs.clone();
     opts.nfs.portmap = a.portmap.clone();
+    opts.allow_fault_injection = a.allow_fault_injection;
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;
@@ -277,6 +278,26 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
                 args["size"] = json!(s);
             }
             ctx.call("pool.add", args).map(drop)
+        }
+        PoolCmd::Replace {
+            force,
+            size,
+            pool,
+            old,
+            new,
+        } => {
+            let new = absolute(Path::new(&new)).map(|p| p.to_string_lossy().into_owned())?;
+            // OLD may be a missing device: absolute only if it names a path.
+            let old = if old.contains('/') || Path::new(&old).exists() {
+                absolute(Path::new(&old)).map(|p| p.to_string_lossy().into_owned())?
+            } else {
+                old
+            };
+            let mut args = json!({"name": pool, "old": old, "new": new, "force": force});
+            if let Some(s) = size {
+                args["size"] = json!(s);
+            }
+            ctx.call("pool.replace", args).map(drop)
         }
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
     }

@@ -56,6 +56,23 @@ pub enum DebugCmd {
     },
     /// Delete an object
     Delete { ds: String, obj: u64 },
+    /// Inject faults into a pool device (needs `serve --allow-fault-injection`):
+    /// inject POOL DEV read|write|all eio|corrupt [--rate PERCENT], or inject --clear [POOL]
+    Inject {
+        /// Stop every injected fault (of POOL, or of all pools)
+        #[arg(long)]
+        clear: bool,
+        pool: Option<String>,
+        #[arg(required_unless_present = "clear")]
+        device: Option<String>,
+        #[arg(value_parser = ["read", "write", "all"], required_unless_present = "clear")]
+        ops: Option<String>,
+        #[arg(value_parser = ["eio", "corrupt"], required_unless_present = "clear")]
+        kind: Option<String>,
+        /// Percent of the matching I/Os that fail (default 100)
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+        rate: Option<u64>,
+    },
     /// Print an object's size
     Size { ds: String, obj: u64 },
     /// List object ids, one per line
@@ -133,6 +150,30 @@ pub fn run(ctx: &mut Ctx, cmd: DebugCmd) -> CmdResult {
             for o in r["objects"].as_array().into_iter().flatten() {
                 println!("{o}");
             }
+        }
+        DebugCmd::Inject {
+            clear,
+            pool,
+            device,
+            ops,
+            kind,
+            rate,
+        } => {
+            let mut args = json!({"clear": clear});
+            for (k, v) in [
+                ("name", pool),
+                ("device", device),
+                ("ops", ops),
+                ("kind", kind),
+            ] {
+                if let Some(v) = v {
+                    args[k] = json!(v);
+                }
+            }
+            if let Some(r) = rate {
+                args["rate"] = json!(r);
+            }
+            ctx.call("debug.inject", args)?;
         }
         DebugCmd::Fsync { ds } => {
             ctx.call("obj.fsync", json!({ "ds": ds }))?;

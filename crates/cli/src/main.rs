@@ -148,6 +148,9 @@ pub struct ServeArgs {
     /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
     #[arg(long, value_name = "ADDR")]
     pub nbd: Option<String>,
+    /// Accept `debug inject` (fault injection into pool devices: tests only)
+    #[arg(long, hide = true)]
+    pub allow_fault_injection: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,6 +219,18 @@ pub enum PoolCmd {
         pool: String,
         #[arg(required = true, num_args = 1..)]
         vdevs: Vec<String>,
+    },
+    /// Replace a device of a mirror or raidz and resilver onto the new one
+    Replace {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create the new device file as a sparse file of SIZE
+        #[arg(short = 's', value_name = "SIZE", value_parser = size_arg)]
+        size: Option<u64>,
+        pool: String,
+        /// The device to replace: its path (as `pool status` shows it) or guid
+        old: String,
+        new: String,
     },
     /// Commit a transaction group now
     #[command(hide = true)]

@@ -17,6 +17,9 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 
 /// The `scan:` line(s) of a scrub status.
 pub fn scan_line(sc: &Value) -> String {
+    if s(sc, "kind") == "resilver" {
+        return resilver_line(sc);
+    }
     match s(sc, "state") {
         "scanning" => {
             let total = u(sc, "total");
@@ -49,6 +52,43 @@ pub fn scan_line(sc: &Value) -> String {
             format_date(u(sc, "ended"))
         ),
         _ => "  scan: none requested\n".to_string(),
+    }
+}
+
+/// The `scan:` line(s) of a resilver: progress, rate and time left.
+fn resilver_line(sc: &Value) -> String {
+    let total = u(sc, "total");
+    let ex = u(sc, "examined");
+    match s(sc, "state") {
+        "scanning" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let secs = now.saturating_sub(u(sc, "started")).max(1);
+            let rate = ex / secs;
+            let pct = (ex as f64 * 100.0 / total.max(1) as f64).min(100.0);
+            let eta = total.saturating_sub(ex).checked_div(rate).unwrap_or(0);
+            format!(
+                "  scan: resilver in progress, {pct:.1}% done, {}/s, {} to go\n\t{} examined of {}, started {}\n",
+                format_size(rate),
+                format_duration_ms(eta * 1000),
+                format_size(ex),
+                format_size(total),
+                format_date(u(sc, "started"))
+            )
+        }
+        "finished" => format!(
+            "  scan: resilvered {} columns in {} with {} errors on {}\n",
+            u(sc, "resilvered"),
+            format_duration_ms(u(sc, "duration_ms")),
+            u(sc, "unrecoverable"),
+            format_date(u(sc, "ended"))
+        ),
+        _ => format!(
+            "  scan: resilver canceled on {} (it starts again on import)\n",
+            format_date(u(sc, "ended"))
+        ),
     }
 }
 
@@ -110,8 +150,15 @@ fn render_one(p: &Value) -> String {
         .max()
         .unwrap_or(0)
         .max(10);
+    // RESILVERING is wider than the usual states.
+    let sw = rows
+        .iter()
+        .map(|(_, d)| s(d, "state").len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
     o.push_str(&format!(
-        "\t{:<w$}  {:<8} {:>5} {:>5} {:>5}\n",
+        "\t{:<w$}  {:<sw$} {:>5} {:>5} {:>5}\n",
         "NAME", "STATE", "READ", "WRITE", "CKSUM"
     ));
     for (name, d) in &rows {
@@ -121,7 +168,7 @@ fn render_one(p: &Value) -> String {
             continue;
         }
         o.push_str(&format!(
-            "\t{name:<w$}  {:<8} {:>5} {:>5} {:>5}\n",
+            "\t{name:<w$}  {:<sw$} {:>5} {:>5} {:>5}\n",
             s(d, "state"),
             u(d, "read"),
             u(d, "write"),

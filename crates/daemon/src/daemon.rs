@@ -82,6 +82,8 @@ pub struct Daemon {
     nbd: std::sync::OnceLock<Arc<cachalot_nbd::NbdServer>>,
     /// The iSCSI target, once started (see `iscsi.rs`).
     iscsi: std::sync::OnceLock<Arc<iscsi::IscsiService>>,
+    /// `serve --allow-fault-injection`: `debug.inject` works only then.
+    fault_injection: AtomicBool,
 }
 
 /// Every op and the arguments it accepts.
@@ -97,7 +99,12 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.status", &["name"]),
     ("pool.scrub", &["name", "wait"]),
     ("pool.add", &["name", "vdevs", "size", "force"]),
+    ("pool.replace", &["name", "old", "new", "size", "force"]),
     ("pool.sync", &["name"]),
+    (
+        "debug.inject",
+        &["name", "device", "ops", "kind", "rate", "clear"],
+    ),
     (
         "ds.create",
         &[
@@ -222,6 +229,7 @@ impl Daemon {
             volumes: volumes::Volumes::default(),
             nbd: std::sync::OnceLock::new(),
             iscsi: std::sync::OnceLock::new(),
+            fault_injection: AtomicBool::new(false),
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -326,6 +334,8 @@ impl Daemon {
             "pool.status" => self.pool_status(&a),
             "pool.scrub" => self.pool_scrub(&a),
             "pool.add" => self.pool_add(&a),
+            "pool.replace" => self.pool_replace(&a),
+            "debug.inject" => self.debug_inject(&a),
             "pool.sync" => self.pool_sync(&a),
             "ds.create" => self.ds_create(&a),
             "ds.destroy" => self.ds_destroy(&a),
@@ -769,6 +779,81 @@ impl Daemon {
         }
         log(format!("added devices to pool '{name}'"));
         self.save_state_after("pool add")?;
+        Ok(json!({ "name": name }))
+    }
+
+    /// `pool replace POOL OLD NEW`: swap a mirror or raidz child and resilver.
+    fn pool_replace(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let old = a.str("old")?;
+        let new = PathBuf::from(a.str("new")?);
+        if !new.is_absolute() {
+            return Err(format!("{}: not an absolute device path", new.display()));
+        }
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        self.check_devices_free(&[VdevSpec {
+            kind: cachalot_pool::VdevKind::Disk,
+            paths: vec![new.clone()],
+            log: false,
+        }])?;
+        let copts = CreateOpts {
+            ashift: store.pool().config().ashift,
+            create_size: a.opt_size("size")?,
+            force: a.bool("force")?,
+        };
+        store.replace_device(&old, &new, &copts).map_err(se)?;
+        if let Some(slot) = self.pools.write().get_mut(&name) {
+            slot.record.devices = store.pool().device_paths();
+        }
+        log(format!(
+            "pool '{name}': {old} replaced by {}",
+            new.display()
+        ));
+        self.save_state_after("pool replace")?;
+        Ok(json!({ "name": name }))
+    }
+
+    /// Let `debug.inject` work (tests only: `serve --allow-fault-injection`).
+    pub fn allow_fault_injection(&self) {
+        self.fault_injection.store(true, Ordering::SeqCst);
+    }
+
+    /// `debug inject POOL DEV read|write|all eio|corrupt [--rate N]`, or with
+    /// `clear` stop every injected fault (of one pool or all).
+    fn debug_inject(&self, a: &Args) -> OpResult {
+        if !self.fault_injection.load(Ordering::SeqCst) {
+            return Err(
+                "fault injection is off: start the daemon with `serve --allow-fault-injection` (tests only)"
+                    .into(),
+            );
+        }
+        let name = a.opt_str("name")?;
+        if a.bool("clear")? {
+            for n in self.selected_pools(name.as_deref())? {
+                if let Ok(store) = self.store(&n) {
+                    store.pool().clear_faults();
+                }
+            }
+            return Ok(json!({}));
+        }
+        let name = name.ok_or("a pool name is needed")?;
+        let store = self.store(&name)?;
+        let rate = a.opt_u64("rate")?.unwrap_or(100);
+        let fault = cachalot_pool::fault::Fault::parse(
+            &a.str("ops")?,
+            &a.str("kind")?,
+            rate.min(255) as u8,
+        )
+        .map_err(|e| e.to_string())?;
+        let device = a.str("device")?;
+        store
+            .pool()
+            .inject_fault(&device, Some(fault))
+            .map_err(|e| e.to_string())?;
+        log(format!(
+            "pool '{name}': fault injected on {device}: {fault:?}"
+        ));
         Ok(json!({ "name": name }))
     }
 

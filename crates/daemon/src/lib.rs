@@ -47,6 +47,8 @@ pub struct ServeOpts {
     /// logged, not fatal), "off" disables NBD (TCP and the unix socket
     /// `home/nbd.sock`), an address given explicitly must bind.
     pub nbd: Option<String>,
+    /// Accept `debug inject` (fault injection, for tests).
+    pub allow_fault_injection: bool,
 }
 
 impl Default for ServeOpts {
@@ -61,6 +63,7 @@ impl Default for ServeOpts {
             analytics: daemon::analytics::AnalyticsOpts::default(),
             nfs: daemon::nfs::NfsOpts::default(),
             nbd: None,
+            allow_fault_injection: false,
         }
     }
 }
@@ -154,6 +157,9 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    if opts.allow_fault_injection {
+        daemon.allow_fault_injection();
+    }
     if let Err(e) = daemon.start_analytics(opts.analytics) {
         daemon.shutdown();
         let _ = std::fs::remove_file(&socket);

@@ -16,6 +16,10 @@ use std::time::Instant;
 pub struct ScrubStatus {
     /// none, scanning, finished, canceled
     pub state: String,
+    /// scrub, or resilver (a scan that rebuilds replacement devices).
+    pub kind: String,
+    /// Copies or raidz columns written to replacement devices.
+    pub resilvered: u64,
     pub examined: u64,
     pub total: u64,
     /// Bad copies found.
@@ -35,6 +39,8 @@ impl Default for ScrubStatus {
     fn default() -> Self {
         ScrubStatus {
             state: "none".into(),
+            kind: "scrub".into(),
+            resilvered: 0,
             examined: 0,
             total: 0,
             errors: 0,
@@ -66,6 +72,12 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
         }
         *s = ScrubStatus {
             state: "scanning".into(),
+            kind: if store.pool().resilver_pending() {
+                "resilver"
+            } else {
+                "scrub"
+            }
+            .into(),
             started: now_s(),
             total: store.pool().space().allocated,
             ..ScrubStatus::default()
@@ -100,6 +112,7 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
                 s.examined += bp.asize_total();
                 s.errors += o.bad_copies;
                 s.repaired += o.repaired;
+                s.resilvered += o.resilvered;
                 if o.unrecoverable {
                     s.unrecoverable += 1;
                 }
@@ -115,6 +128,13 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
             }
             pool.hold_frees(false);
             let mut s = st.lock();
+            // A complete scan without data errors has rebuilt every replacement.
+            let complete = !cancel.load(Ordering::Relaxed) && s.unrecoverable == 0;
+            if s.kind == "resilver" && complete {
+                if let Err(e) = pool.finish_resilver() {
+                    pool.add_notice(format!("resilver: cannot record its end: {e}"));
+                }
+            }
             s.state = if cancel.load(Ordering::Relaxed) {
                 "canceled"
             } else {

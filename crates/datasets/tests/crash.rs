@@ -1,16 +1,58 @@
 //! Crash harness: writer workloads cut by simulated power loss at random device
 //! writes (unflushed writes kept or dropped at random, the cut write torn). After
 //! each cut the pool must import, equal a committed txg no older than the last
-//! acknowledged commit, and scrub clean.
+//! acknowledged commit, and scrub clean. Single devices, mirrors and raidz2
+//! (whose devices share one power supply, so a cut hits them at the same moment,
+//! in the middle of a stripe's columns or its parity).
 
 mod common;
 use cachalot_datasets::{DatasetKind, Store};
-use cachalot_pool::{BlockDevice, SimDevice};
+use cachalot_pool::{BlockDevice, Power, SimDevice, VdevKind};
 use common::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const DEV_SIZE: u64 = 64 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    Single,
+    Mirror,
+    Raidz2,
+}
+
+impl Layout {
+    fn devices(self) -> Vec<SimDevice> {
+        match self {
+            Layout::Single => sim_devices(1, DEV_SIZE),
+            Layout::Mirror => sim_devices(2, DEV_SIZE),
+            Layout::Raidz2 => {
+                let power = Power::new();
+                (0..5)
+                    .map(|i| {
+                        let img = vec![0; DEV_SIZE as usize];
+                        SimDevice::on_power(&format!("r{i}"), img, power.clone())
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn create(self, devs: &[SimDevice]) -> std::sync::Arc<Store> {
+        match self {
+            Layout::Single | Layout::Mirror => Store::create_on_devices(
+                "tank",
+                as_dyn(devs),
+                self == Layout::Mirror,
+                manual_opts(),
+            ),
+            Layout::Raidz2 => {
+                Store::create_on_group("tank", as_dyn(devs), VdevKind::Raidz2, manual_opts())
+            }
+        }
+        .unwrap()
+    }
+}
 
 struct Run {
     /// Model after each committed txg.
@@ -21,10 +63,9 @@ struct Run {
 
 /// Run a deterministic workload of `txgs` commits; the devices are cut at `cut`
 /// (a device write number) if it is reached.
-fn workload(seed: u64, devs: &[SimDevice], txgs: usize, cut: Option<u64>) -> Run {
+fn workload(seed: u64, layout: Layout, devs: &[SimDevice], txgs: usize, cut: Option<u64>) -> Run {
     let mut rng = Rng(seed);
-    let mirror = devs.len() > 1;
-    let store = Store::create_on_devices("tank", as_dyn(devs), mirror, manual_opts()).unwrap();
+    let store = layout.create(devs);
     let base = devs[0].writes_issued();
     if let Some(c) = cut {
         for d in devs {
@@ -95,17 +136,16 @@ fn workload(seed: u64, devs: &[SimDevice], txgs: usize, cut: Option<u64>) -> Run
     run
 }
 
-fn check_cut(seed: u64, mirror: bool, cut: u64, txgs: usize) {
-    let n = if mirror { 2 } else { 1 };
-    let devs = sim_devices(n, DEV_SIZE);
-    let run = workload(seed, &devs, txgs, Some(cut));
+fn check_cut(seed: u64, layout: Layout, cut: u64, txgs: usize) {
+    let devs = layout.devices();
+    let run = workload(seed, layout, &devs, txgs, Some(cut));
     let mut rng = Rng(seed ^ cut);
     let images: Vec<SimDevice> = devs
         .iter()
         .enumerate()
         .map(|(i, d)| SimDevice::from_image(&format!("img{i}"), d.crash_image(|| rng.chance(50))))
         .collect();
-    let ctx = format!("seed {seed} mirror {mirror} cut {cut}");
+    let ctx = format!("seed {seed} {layout:?} cut {cut}");
     let store = Store::import_devices(
         images
             .iter()
@@ -140,33 +180,36 @@ fn check_cut(seed: u64, mirror: bool, cut: u64, txgs: usize) {
     store.export().unwrap();
 }
 
-fn total_writes(seed: u64, mirror: bool, txgs: usize) -> u64 {
-    let devs = sim_devices(if mirror { 2 } else { 1 }, DEV_SIZE);
-    let probe = SimDevice::new("probe", 1);
-    drop(probe);
+fn total_writes(seed: u64, layout: Layout, txgs: usize) -> u64 {
+    let devs = layout.devices();
     let store_devs = devs.clone();
-    let _ = workload(seed, &store_devs, txgs, None);
+    let _ = workload(seed, layout, &store_devs, txgs, None);
     devs[0].writes_issued()
 }
 
-fn cut_points(seed: u64, mirror: bool, cuts: u64, txgs: usize) {
-    let total = total_writes(seed, mirror, txgs);
+fn cut_points(seed: u64, layout: Layout, cuts: u64, txgs: usize) {
+    let total = total_writes(seed, layout, txgs);
     assert!(total > 50, "workload too small: {total} writes");
     let mut rng = Rng(seed * 31 + 7);
     for _ in 0..cuts {
         // Skip the writes of pool creation (txg 1) which precede the workload.
         let cut = rng.below(total);
-        check_cut(seed, mirror, cut, txgs);
+        check_cut(seed, layout, cut, txgs);
     }
 }
 
 #[test]
 fn power_loss_single_device_150_cuts() {
-    cut_points(1, false, 75, 12);
-    cut_points(2, false, 75, 12);
+    cut_points(1, Layout::Single, 75, 12);
+    cut_points(2, Layout::Single, 75, 12);
 }
 
 #[test]
 fn power_loss_mirror_60_cuts() {
-    cut_points(3, true, 60, 10);
+    cut_points(3, Layout::Mirror, 60, 10);
+}
+
+#[test]
+fn power_loss_raidz2_40_cuts() {
+    cut_points(4, Layout::Raidz2, 40, 8);
 }

@@ -430,7 +430,7 @@ impl Zil {
                 Some(n) => n,
                 None => (self.pool.alloc_log_block(s.last_batch, s.use_slog)?, 1),
             };
-            let cap = dva.asize as usize - BLOCK_HEADER;
+            let cap = self.pool.log_block_capacity(&dva) as usize - BLOCK_HEADER;
             let mut used = 0;
             let mut members = Vec::new();
             let mut max_txg = 0;

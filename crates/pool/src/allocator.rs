@@ -76,11 +76,27 @@ pub struct SpaceInfo {
     pub free: u64,
     /// Fragmentation estimate in percent (share of free space in small extents).
     pub frag: u64,
+    /// `size` and `free` after parity: what data can use (`list`), where `size`
+    /// and `free` are raw device bytes (`pool list`), as in zfs.
+    pub usable_size: u64,
+    pub usable_free: u64,
+}
+
+/// Raw bytes of vdev `t` expressed as data bytes: raidz keeps (n-p)/n for data.
+fn deflate(t: &TopVdev, raw: u64) -> u64 {
+    let p = crate::raidz::nparity(t.kind) as u64;
+    let n = t.leaves.len() as u64;
+    if p == 0 {
+        raw
+    } else {
+        (raw as u128 * (n - p) as u128 / n as u128) as u64
+    }
 }
 
 impl Pool {
-    /// Size and free bytes of the data vdevs, without the fragmentation figure:
-    /// cheap enough for every write's space check (`space` walks free extents).
+    /// Usable (after parity) size and free bytes of the data vdevs, without the
+    /// fragmentation figure: cheap enough for every write's space check (`space`
+    /// walks free extents).
     pub fn space_totals(&self) -> (u64, u64) {
         let s = self.space.lock();
         let tops = self.vdevs.read();
@@ -88,8 +104,8 @@ impl Pool {
         let mut free = 0;
         for (t, v) in tops.iter().zip(s.vdevs.iter()) {
             if !t.log {
-                size += t.asize;
-                free += v.free.total();
+                size += deflate(t, t.asize);
+                free += deflate(t, v.free.total());
             }
         }
         (size, free)
@@ -112,22 +128,32 @@ impl Pool {
             .filter(|(_, l)| *l < 1 << 20)
             .map(|(_, l)| l)
             .sum();
+        let (usable_size, usable_free) = tops
+            .iter()
+            .zip(s.vdevs.iter())
+            .filter(|(t, _)| !t.log)
+            .fold((0, 0), |(a, b), (t, v)| {
+                (a + deflate(t, t.asize), b + deflate(t, v.free.total()))
+            });
         SpaceInfo {
             size,
             allocated: size - free,
             free,
             frag: (small * 100).checked_div(free).unwrap_or(0),
+            usable_size,
+            usable_free,
         }
     }
 
-    /// Allocate `copies` extents of `asize` bytes (syncing context only).
-    pub(crate) fn allocate(&self, asize: u64, copies: usize) -> Result<[Dva; MAX_DVAS]> {
-        let is_log: Vec<bool> = self
+    /// Allocate `copies` extents for `len` bytes (syncing context only); each is
+    /// as large as its vdev needs (raidz adds parity).
+    pub(crate) fn allocate(&self, len: u64, copies: usize) -> Result<[Dva; MAX_DVAS]> {
+        let (is_log, sizes): (Vec<bool>, Vec<u64>) = self
             .vdevs
             .read()
             .iter()
-            .map(|t| t.log || t.faulted.load(Relaxed))
-            .collect();
+            .map(|t| (t.log || t.faulted.load(Relaxed), t.alloc_size(len)))
+            .unzip();
         let mut s = self.space.lock();
         let sector = self.sector_size() as u64;
         let n = s.vdevs.len();
@@ -146,6 +172,7 @@ impl Pool {
             if is_log[vi] {
                 continue;
             }
+            let asize = sizes[vi];
             // A second copy on the same vdev goes far from the first.
             let same_vdev = dvas[..got].iter().any(|d| d.vdev == vi as u32);
             if same_vdev && attempt < n {
@@ -218,15 +245,17 @@ impl Pool {
         self.check_suspended()?;
         let sector = self.sector_size() as u64;
         let size = size.next_multiple_of(sector);
-        let order: Vec<usize> = {
+        let order: Vec<(usize, u64)> = {
             let tops = self.vdevs.read();
             let ok = |t: &TopVdev| !t.faulted.load(Relaxed) && t.health() != "UNAVAIL";
             let logs = tops.iter().filter(|t| t.log && ok(t) && use_slog);
             let data = tops.iter().filter(|t| !t.log && ok(t));
-            logs.chain(data).map(|t| t.id as usize).collect()
+            logs.chain(data)
+                .map(|t| (t.id as usize, t.alloc_size(size)))
+                .collect()
         };
         let mut s = self.space.lock();
-        for vi in order {
+        for (vi, size) in order {
             let vs = &mut s.vdevs[vi];
             if let Some(off) = vs.free.find_fit(size, vs.cursor, sector) {
                 // A range both free and allocated would be handed out twice.

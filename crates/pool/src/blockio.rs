@@ -22,6 +22,21 @@ pub struct WriteOpts {
     pub fill: u64,
 }
 
+/// Bytes to read for the copy `d` of a block of `psize` stored bytes on `top`,
+/// or None if the pointer does not fit its vdev (a damaged pointer must never
+/// become a device access out of range).
+fn extent_len(top: &TopVdev, d: &Dva, psize: usize) -> Option<usize> {
+    let len = if top.is_raidz() {
+        (psize as u64).next_multiple_of(1 << top.ashift)
+    } else {
+        d.asize as u64
+    };
+    let fits = d.offset + d.asize as u64 <= top.asize
+        && top.alloc_size(len) <= d.asize as u64
+        && len >= psize as u64;
+    fits.then_some(len as usize)
+}
+
 impl Pool {
     /// Compress, checksum, allocate and write one block (syncing context).
     pub fn write_block(&self, txg: u64, data: &[u8], opts: WriteOpts) -> Result<BlkPtr> {
@@ -73,15 +88,15 @@ impl Pool {
                 });
                 continue;
             };
-            if d.offset + d.asize as u64 > top.asize || (d.asize as usize) < psize {
+            let Some(len) = extent_len(top, d, psize) else {
                 last_err = Some(PoolError::Corrupt {
                     vdev: d.vdev,
                     offset: d.offset,
                     what: "pointer outside its vdev".into(),
                 });
                 continue;
-            }
-            let r = top.read_verified(d.offset, d.asize as usize, &verify, true);
+            };
+            let r = top.read_verified(d.offset, len, &verify, true);
             match r {
                 Ok(buf) => {
                     for f in failed {
@@ -131,19 +146,21 @@ impl Pool {
         let mut good: Option<Vec<u8>> = None;
         let mut unrecoverable_dvas = Vec::new();
         for d in bp.dva_iter() {
-            let Some(top) = tops.get(d.vdev as usize) else {
+            let Some((top, len)) = tops
+                .get(d.vdev as usize)
+                .and_then(|t| Some((t, extent_len(t, d, psize)?)))
+            else {
                 total.bad_copies += 1;
                 continue;
             };
-            let o = top.scrub_extent(d.offset, d.asize as usize, &verify);
+            let o = top.scrub_extent(d.offset, len, &verify);
             total.bad_copies += o.bad_copies;
             total.repaired += o.repaired;
+            total.resilvered += o.resilvered;
             if o.unrecoverable {
                 unrecoverable_dvas.push(*d);
             } else if good.is_none() {
-                good = top
-                    .read_verified(d.offset, d.asize as usize, &verify, true)
-                    .ok();
+                good = top.read_verified(d.offset, len, &verify, true).ok();
             }
         }
         match good {
@@ -169,14 +186,23 @@ impl Pool {
                 offset: dva.offset,
                 what: "log block on a vdev that does not exist".into(),
             })?;
-        if data.len() as u64 > dva.asize as u64 || dva.offset + dva.asize as u64 > top.asize {
+        let cap = top.log_capacity(dva.asize as u64);
+        if data.len() as u64 > cap || dva.offset + dva.asize as u64 > top.asize {
             return Err(PoolError::Corrupt {
                 vdev: dva.vdev,
                 offset: dva.offset,
                 what: "log block outside its allocation".into(),
             });
         }
-        let r = top.write(data, dva.offset);
+        // A raidz stripe's shape depends on its length: write the whole capacity,
+        // as the read will read it.
+        let r = if top.is_raidz() {
+            let mut full = data.to_vec();
+            full.resize(cap as usize, 0);
+            top.write(&full, dva.offset)
+        } else {
+            top.write(data, dva.offset)
+        };
         if r.is_err() && top.log {
             self.fault_log_vdev(top);
         }
@@ -229,7 +255,8 @@ impl Pool {
                 what: "log block outside its vdev".into(),
             });
         }
-        top.read_verified(dva.offset, dva.asize as usize, valid, false)
+        let cap = top.log_capacity(dva.asize as u64) as usize;
+        top.read_verified(dva.offset, cap, valid, false)
     }
 
     /// True if vdev `id` is a separate log device.
@@ -241,6 +268,15 @@ impl Pool {
     /// replay uses them to tell an unwritten block from a damaged one.
     pub fn read_log_block_raw(&self, dva: &Dva) -> Result<Vec<u8>> {
         self.read_log_block(dva, &|_| true)
+    }
+
+    /// Bytes an intent-log block of this allocation can hold (less than its
+    /// allocation on raidz, where parity shares it).
+    pub fn log_block_capacity(&self, dva: &Dva) -> u64 {
+        self.vdevs
+            .read()
+            .get(dva.vdev as usize)
+            .map_or(dva.asize as u64, |t| t.log_capacity(dva.asize as u64))
     }
 
     /// Flush every device (used before export).

@@ -12,7 +12,7 @@ use crate::commit::{now_ns, read_label, read_uberblocks, write_labels};
 use crate::device::{BlockDevice, FileDevice};
 use crate::error::{PoolError, Result};
 use crate::label::*;
-use crate::pool::{new_guid, top_config, Pool};
+use crate::pool::{new_guid, top_asize, top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{expand_paths, open_for_create, CreateOpts, VdevSpec};
 use parking_lot::{Mutex, RwLock};
@@ -140,6 +140,21 @@ impl Pool {
         Pool::create_from(name, groups, ashift)
     }
 
+    /// Create on already-opened devices forming one top-level vdev of `kind`
+    /// (crash tests build raidz pools of simulated devices with it).
+    pub fn create_on_group(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: VdevKind,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let group: DeviceGroup = devices
+            .into_iter()
+            .map(|d| (d.path().to_path_buf(), d))
+            .collect();
+        Pool::create_from(name, vec![((kind, false), group)], ashift)
+    }
+
     /// Create from opened device groups: ((kind, is_log), devices).
     fn create_from(
         name: &str,
@@ -157,13 +172,12 @@ impl Pool {
         };
         let mut tops = Vec::new();
         for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
-            let asize = group
+            let smallest = group
                 .iter()
                 .map(|(_, d)| leaf_data_size(d.size()))
                 .min()
-                .unwrap()
-                / sector
-                * sector;
+                .unwrap();
+            let asize = top_asize(kind, smallest, sector, group.len());
             let leaves: Vec<Leaf> = group
                 .into_iter()
                 .map(|(path, dev)| Leaf {
@@ -171,6 +185,8 @@ impl Pool {
                     path: std::fs::canonicalize(&path).unwrap_or(path),
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
+                    resilvering: Default::default(),
+                    fault: Default::default(),
                 })
                 .collect();
             let top = TopVdev {
@@ -181,6 +197,7 @@ impl Pool {
                 leaves,
                 log,
                 faulted: Default::default(),
+                ashift,
             };
             config.vdevs.push(top_config(&top));
             tops.push(Arc::new(top));
@@ -356,6 +373,8 @@ impl Pool {
                         path: found.map(|f| f.2.clone()).unwrap_or_else(|| c.path.clone()),
                         dev: found.map(|f| f.1.clone()),
                         errors: ErrorCounters::default(),
+                        resilvering: c.resilvering.into(),
+                        fault: Default::default(),
                     }
                 })
                 .collect();
@@ -369,6 +388,7 @@ impl Pool {
                     v.id
                 )));
             }
+            check_raidz_survives(&config.name, v, &leaves)?;
             let missing_log = v.log && leaves.iter().all(|l| l.dev.is_none());
             if missing_log {
                 notices.push(format!(
@@ -384,6 +404,7 @@ impl Pool {
                 leaves,
                 log: v.log,
                 faulted: std::sync::atomic::AtomicBool::new(missing_log),
+                ashift: config.ashift,
             }));
         }
         let mut ubs: Vec<Uberblock> = tops
@@ -426,4 +447,25 @@ impl Pool {
             last_err.map(|e| e.to_string()).unwrap_or_default()
         )))
     }
+}
+
+/// A raidz vdev with more missing children than parity columns cannot be read:
+/// refuse the import and name what is missing.
+fn check_raidz_survives(pool: &str, v: &TopVdevConfig, leaves: &[Leaf]) -> Result<()> {
+    let p = crate::raidz::nparity(v.kind);
+    let missing: Vec<String> = leaves
+        .iter()
+        .filter(|l| !l.readable())
+        .map(|l| l.path.display().to_string())
+        .collect();
+    if p > 0 && missing.len() > p {
+        return Err(PoolError::Import(format!(
+            "pool '{pool}': raidz{p} vdev {} is missing {} of its {} devices and survives at most {p}: {}",
+            v.id,
+            missing.len(),
+            leaves.len(),
+            missing.join(", ")
+        )));
+    }
+    Ok(())
 }

@@ -61,6 +61,10 @@ pub enum VdevKind {
 pub struct LeafConfig {
     pub guid: u64,
     pub path: PathBuf,
+    /// A replacement whose resilver has not finished: import keeps it unread
+    /// and the resilver starts again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resilvering: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +221,7 @@ mod tests {
                     children: vec![LeafConfig {
                         guid: 8,
                         path: "/tmp/a".into(),
+                        resilvering: false,
                     }],
                     log: false,
                 }],

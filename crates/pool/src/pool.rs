@@ -88,6 +88,17 @@ pub fn new_guid() -> u64 {
     g.max(1)
 }
 
+/// Address space of a top-level vdev whose smallest child has `smallest` data
+/// bytes: one child's (disk, mirror) or all children's rows (raidz, parity included).
+pub(crate) fn top_asize(kind: VdevKind, smallest: u64, sector: u64, children: usize) -> u64 {
+    let child = smallest / sector * sector;
+    if crate::raidz::nparity(kind) > 0 {
+        child * children as u64
+    } else {
+        child
+    }
+}
+
 pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
     TopVdevConfig {
         id: t.id,
@@ -101,6 +112,7 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
             .map(|l| LeafConfig {
                 guid: l.guid,
                 path: l.path.clone(),
+                resilvering: l.resilvering.load(Relaxed),
             })
             .collect(),
     }
@@ -245,15 +257,16 @@ impl Pool {
                     path: std::fs::canonicalize(p).unwrap_or(p.clone()),
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
+                    resilvering: Default::default(),
+                    fault: Default::default(),
                 });
             }
-            let asize = leaves
+            let smallest = leaves
                 .iter()
                 .map(|l| leaf_data_size(l.dev.as_ref().unwrap().size()))
                 .min()
-                .unwrap()
-                / sector
-                * sector;
+                .unwrap();
+            let asize = top_asize(spec.kind, smallest, sector, leaves.len());
             new_tops.push(TopVdev {
                 id: base_id + i as u32,
                 guid: new_guid(),
@@ -262,6 +275,7 @@ impl Pool {
                 leaves,
                 log: spec.log,
                 faulted: Default::default(),
+                ashift: self.config.read().ashift,
             });
         }
         Ok(new_tops)
@@ -271,7 +285,7 @@ impl Pool {
     pub fn device_status(&self) -> Vec<DeviceStatus> {
         let leaf_status = |l: &Leaf| DeviceStatus {
             name: l.path.display().to_string(),
-            state: if l.dev.is_some() { "ONLINE" } else { "UNAVAIL" }.into(),
+            state: l.state().into(),
             read: l.errors.read.load(Relaxed),
             write: l.errors.write.load(Relaxed),
             cksum: l.errors.cksum.load(Relaxed),
@@ -294,7 +308,11 @@ impl Pool {
                 _ => {
                     let children: Vec<DeviceStatus> = t.leaves.iter().map(leaf_status).collect();
                     DeviceStatus {
-                        name: format!("mirror-{}", t.id),
+                        name: match t.kind {
+                            VdevKind::Raidz1 => format!("raidz1-{}", t.id),
+                            VdevKind::Raidz2 => format!("raidz2-{}", t.id),
+                            _ => format!("mirror-{}", t.id),
+                        },
                         state: t.health().into(),
                         read: children.iter().map(|c| c.read).sum(),
                         write: children.iter().map(|c| c.write).sum(),

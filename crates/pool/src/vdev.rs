@@ -1,4 +1,5 @@
-//! Virtual devices: top-level vdevs made of leaves (one disk, or an N-way mirror).
+//! Virtual devices: top-level vdevs made of leaves (one disk, an N-way mirror, or a
+//! raidz group, whose stripes are in `raidz`).
 //!
 //! Invariants:
 //! - A DVA offset is relative to the top-level vdev's allocatable space; on each leaf
@@ -30,6 +31,11 @@ pub struct Leaf {
     pub path: std::path::PathBuf,
     pub dev: Option<Arc<dyn BlockDevice>>,
     pub errors: ErrorCounters,
+    /// A replacement being filled by a resilver: written to, never read from,
+    /// until the resilver has rebuilt every block on it.
+    pub resilvering: std::sync::atomic::AtomicBool,
+    /// Injected faults and the FAULTED mark (see `fault`).
+    pub fault: crate::fault::LeafFault,
 }
 
 /// `disk.ops` and `disk.bytes` (device, op): every leaf read and write with its
@@ -57,12 +63,67 @@ impl Leaf {
             .unwrap_or_else(|| self.path.display().to_string())
     }
 
-    fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+    /// Present and holding every block (not a replacement still resilvering).
+    pub fn readable(&self) -> bool {
+        self.dev.is_some() && !self.resilvering.load(Relaxed) && !self.is_faulted()
+    }
+
+    pub fn is_faulted(&self) -> bool {
+        self.fault.faulted.load(Relaxed)
+    }
+
+    /// Count an I/O error; enough of them fault the leaf (no more I/O to it).
+    pub(crate) fn io_error(&self, write: bool) {
+        let c = if write {
+            &self.errors.write
+        } else {
+            &self.errors.read
+        };
+        c.fetch_add(1, Relaxed);
+        let n = self.errors.read.load(Relaxed) + self.errors.write.load(Relaxed);
+        if n >= crate::fault::FAULT_AFTER_IO_ERRORS {
+            self.fault.faulted.store(true, Relaxed);
+        }
+    }
+
+    /// ONLINE, DEGRADED (many checksum errors), FAULTED, UNAVAIL, RESILVERING.
+    pub fn state(&self) -> &'static str {
+        if self.dev.is_none() {
+            "UNAVAIL"
+        } else if self.is_faulted() {
+            "FAULTED"
+        } else if self.resilvering.load(Relaxed) {
+            "RESILVERING"
+        } else if self.errors.cksum.load(Relaxed) >= crate::fault::DEGRADED_AFTER_CKSUM_ERRORS {
+            "DEGRADED"
+        } else {
+            "ONLINE"
+        }
+    }
+
+    pub(crate) fn read_raw(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        if self.resilvering.load(Relaxed) || self.is_faulted() {
+            return Err(PoolError::Import(format!(
+                "{}: {}",
+                self.path.display(),
+                self.state().to_lowercase()
+            )));
+        }
+        let injected = self.fault.hits(false);
+        if injected == Some(crate::fault::FaultKind::Eio) {
+            return Err(PoolError::Import(format!(
+                "{}: injected read error",
+                self.path.display()
+            )));
+        }
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
                 let r = d.read_at(buf, DATA_START + offset);
                 record_disk(&self.stat_name(), "read", buf.len() as u64, t0.elapsed());
+                if injected.is_some() {
+                    crate::fault::scramble(buf);
+                }
                 r
             }
             None => Err(PoolError::Import(format!(
@@ -71,7 +132,31 @@ impl Leaf {
             ))),
         }
     }
-    fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+    pub(crate) fn write_raw(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.is_faulted() {
+            return Err(PoolError::Import(format!(
+                "{}: faulted",
+                self.path.display()
+            )));
+        }
+        let injected = self.fault.hits(true);
+        if injected == Some(crate::fault::FaultKind::Eio) {
+            return Err(PoolError::Import(format!(
+                "{}: injected write error",
+                self.path.display()
+            )));
+        }
+        let noise;
+        let buf = if injected.is_some() {
+            noise = {
+                let mut n = buf.to_vec();
+                crate::fault::scramble(&mut n);
+                n
+            };
+            &noise[..]
+        } else {
+            buf
+        };
         match &self.dev {
             Some(d) => {
                 let t0 = std::time::Instant::now();
@@ -94,6 +179,8 @@ pub struct ScrubOutcome {
     pub repaired: u64,
     /// True if no child had good bytes.
     pub unrecoverable: bool,
+    /// Copies written to a replacement device being resilvered.
+    pub resilvered: u64,
 }
 
 /// A top-level vdev.
@@ -107,27 +194,32 @@ pub struct TopVdev {
     pub log: bool,
     /// Set when a write or flush failed: allocation avoids this vdev from then on.
     pub faulted: std::sync::atomic::AtomicBool,
+    /// log2 of the sector size (raidz stripes are laid out in sectors).
+    pub ashift: u8,
 }
 
 impl TopVdev {
-    /// Write `buf` at `offset` on every child.
+    /// Write `buf` at `offset` on every child (raidz: as one stripe with parity).
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
         // Past `asize` lie the back labels: a write there would destroy them.
         assert!(
-            offset + buf.len() as u64 <= self.asize,
+            offset + self.alloc_size(buf.len() as u64) <= self.asize,
             "write of {} bytes at {offset:#x} past the end of vdev {} ({})",
             buf.len(),
             self.id,
             self.asize
         );
+        if self.is_raidz() {
+            return self.raidz_write(buf, offset);
+        }
         let mut ok = 0;
         let mut last_err = None;
         for leaf in &self.leaves {
             match leaf.write_raw(buf, offset) {
                 Ok(()) => ok += 1,
                 Err(e) => {
-                    if leaf.dev.is_some() {
-                        leaf.errors.write.fetch_add(1, Relaxed);
+                    if leaf.dev.is_some() && !leaf.is_faulted() {
+                        leaf.io_error(true);
                     }
                     last_err = Some(e);
                 }
@@ -153,11 +245,14 @@ impl TopVdev {
         verify: &dyn Fn(&[u8]) -> bool,
         unverified_is_error: bool,
     ) -> Result<Vec<u8>> {
+        if self.is_raidz() {
+            return self.raidz_read_verified(offset, len, verify);
+        }
         let mut buf = vec![0u8; len];
         let mut unverified: Vec<&Leaf> = Vec::new();
         let mut unreadable: Vec<&Leaf> = Vec::new();
         for leaf in &self.leaves {
-            if leaf.dev.is_none() {
+            if !leaf.readable() {
                 continue;
             }
             match leaf.read_raw(&mut buf, offset) {
@@ -174,7 +269,7 @@ impl TopVdev {
                 }
                 Ok(()) => unverified.push(leaf),
                 Err(_) => {
-                    leaf.errors.read.fetch_add(1, Relaxed);
+                    leaf.io_error(false);
                     unreadable.push(leaf);
                 }
             }
@@ -197,11 +292,19 @@ impl TopVdev {
         len: usize,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> ScrubOutcome {
+        if self.is_raidz() {
+            return self.raidz_scrub(offset, len, verify);
+        }
         let mut out = ScrubOutcome::default();
         let mut good: Option<Vec<u8>> = None;
         let mut bad: Vec<&Leaf> = Vec::new();
+        let mut resilver: Vec<&Leaf> = Vec::new();
         for leaf in &self.leaves {
             if leaf.dev.is_none() {
+                continue;
+            }
+            if !leaf.readable() {
+                resilver.push(leaf);
                 continue;
             }
             let mut buf = vec![0u8; len];
@@ -214,7 +317,7 @@ impl TopVdev {
                     bad.push(leaf);
                 }
                 Err(_) => {
-                    leaf.errors.read.fetch_add(1, Relaxed);
+                    leaf.io_error(false);
                     bad.push(leaf);
                 }
             }
@@ -228,6 +331,12 @@ impl TopVdev {
                         out.repaired += 1;
                     }
                 }
+                // A replacement gets the good copy: that is the resilver.
+                for r in resilver {
+                    if r.write_raw(&g, offset).is_ok() {
+                        out.resilvered += 1;
+                    }
+                }
             }
             None => out.unrecoverable = true,
         }
@@ -236,6 +345,14 @@ impl TopVdev {
 
     /// Rewrite an extent on every child with known-good bytes (ditto-copy repair).
     pub fn repair(&self, buf: &[u8], offset: u64) {
+        if self.is_raidz() {
+            if self.raidz_write(buf, offset).is_ok() {
+                for leaf in self.leaves.iter().filter(|l| l.dev.is_some()) {
+                    leaf.errors.repaired.fetch_add(1, Relaxed);
+                }
+            }
+            return;
+        }
         for leaf in &self.leaves {
             if leaf.write_raw(buf, offset).is_ok() {
                 leaf.errors.repaired.fetch_add(1, Relaxed);
@@ -247,12 +364,12 @@ impl TopVdev {
     pub fn flush(&self) -> Result<()> {
         let mut ok = 0;
         let mut last_err = None;
-        for leaf in &self.leaves {
+        for leaf in self.leaves.iter().filter(|l| !l.is_faulted()) {
             if let Some(d) = &leaf.dev {
                 match d.flush() {
                     Ok(()) => ok += 1,
                     Err(e) => {
-                        leaf.errors.write.fetch_add(1, Relaxed);
+                        leaf.io_error(true);
                         last_err = Some(e);
                     }
                 }
@@ -269,7 +386,10 @@ impl TopVdev {
         if self.faulted.load(Relaxed) {
             return "FAULTED";
         }
-        let present = self.leaves.iter().filter(|l| l.dev.is_some()).count();
+        if self.is_raidz() {
+            return self.raidz_health();
+        }
+        let present = self.leaves.iter().filter(|l| l.readable()).count();
         if present == self.leaves.len() {
             "ONLINE"
         } else if present > 0 {

@@ -2,7 +2,7 @@
 //! options of creation, and opening (or creating) the devices named.
 //!
 //! Invariants: a parsed specification names every device once, has no empty
-//! group, no mirror of one device and no vdev kind the format does not support;
+//! group, no mirror of one device, no raidz of too few or too many devices;
 //! nothing is written while a specification is checked.
 
 use crate::device::{BlockDevice, FileDevice};
@@ -111,11 +111,7 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
             _ if g.paths.is_empty() => {
                 return Err(PoolError::InvalidSpec("a vdev group has no devices".into()))
             }
-            VdevKind::Raidz1 | VdevKind::Raidz2 => {
-                return Err(PoolError::InvalidSpec(
-                    "raidz vdevs are not supported yet (the format reserves them)".into(),
-                ))
-            }
+            VdevKind::Raidz1 | VdevKind::Raidz2 => check_raidz_group(g)?,
             _ => {}
         }
         for p in &g.paths {
@@ -129,6 +125,33 @@ pub fn parse_vdev_spec(words: &[String]) -> Result<Vec<VdevSpec>> {
         }
     }
     Ok(out)
+}
+
+/// A raidz group needs more devices than parity columns (raidz1: 2, raidz2: 3),
+/// at most `MAX_RAIDZ_CHILDREN`, and cannot be a log device.
+fn check_raidz_group(g: &VdevSpec) -> Result<()> {
+    let p = crate::raidz::nparity(g.kind);
+    let name = if p == 1 { "raidz1" } else { "raidz2" };
+    if g.log {
+        return Err(PoolError::InvalidSpec(format!(
+            "a log device cannot be {name}: use a disk or a mirror"
+        )));
+    }
+    if g.paths.len() <= p {
+        return Err(PoolError::InvalidSpec(format!(
+            "{name} needs at least {} devices, got {}",
+            p + 1,
+            g.paths.len()
+        )));
+    }
+    if g.paths.len() > crate::raidz::MAX_RAIDZ_CHILDREN {
+        return Err(PoolError::InvalidSpec(format!(
+            "{name} takes at most {} devices, got {}",
+            crate::raidz::MAX_RAIDZ_CHILDREN,
+            g.paths.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Open a device path for a new pool, creating a sparse file if asked.

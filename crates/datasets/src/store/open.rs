@@ -15,7 +15,7 @@ use cachalot_objects::{BlockCache, ObjectSet, ObjsetProps};
 use cachalot_pool::{BlkPtr, BlockDevice, Compression, CreateOpts, Pool, VdevSpec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -79,6 +79,11 @@ impl Store {
         debug_assert_eq!(id, CATALOG_OBJECT);
         store.sync_txg()?;
         store.start_thread();
+        // A resilver interrupted by a restart runs again: the replacement is
+        // still marked untrusted in the labels.
+        if store.pool().resilver_pending() {
+            crate::scrub::start(store.clone())?;
+        }
         Ok(store)
     }
 
@@ -105,6 +110,18 @@ impl Store {
         opts: StoreOpts,
     ) -> Result<Arc<Store>> {
         Store::create_on_devices_with_log(name, devices, mirror, vec![], opts)
+    }
+
+    /// Create on already-open devices forming one vdev of `kind` (crash tests).
+    pub fn create_on_group(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: cachalot_pool::VdevKind,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
+        check_pool_name(name)?;
+        let pool = Arc::new(Pool::create_on_group(name, devices, kind, 12)?);
+        Store::initialize(pool, BTreeMap::new(), opts)
     }
 
     /// Create on already-open devices with separate log devices (tests).
@@ -298,6 +315,26 @@ impl Store {
         self.export()?;
         self.pool.destroy_labels()?;
         Ok(())
+    }
+
+    /// Replace device `old` by `new` and start its resilver (a running scan is
+    /// stopped first and started again, so it covers every replacement).
+    pub fn replace_device(&self, old: &str, new: &Path, copts: &CreateOpts) -> Result<()> {
+        self.check_live()?;
+        let was_scanning = self.scrub_status().state == "scanning";
+        crate::scrub::cancel(self);
+        let _one = self.commit_lock.lock();
+        let next = self.open_txg();
+        let r = self.pool.replace_device(old, new, copts, next);
+        drop(_one);
+        if r.is_ok() {
+            self.sync()?;
+        }
+        // A refused replacement must not leave a running scan stopped.
+        if r.is_ok() || was_scanning || self.pool.resilver_pending() {
+            self.scrub_start()?;
+        }
+        Ok(r?)
     }
 
     pub fn add_vdevs(&self, specs: &[VdevSpec], copts: &CreateOpts) -> Result<()> {

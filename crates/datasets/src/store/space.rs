@@ -54,7 +54,9 @@ impl Store {
         let slop = slop_space(space.size);
         let reserved_elsewhere = reserved_elsewhere(cat, id);
         let dirty = self.dirty.load(Ordering::Relaxed);
-        let mut avail = space.free.saturating_sub(slop + reserved_elsewhere + dirty);
+        let mut avail = space
+            .usable_free
+            .saturating_sub(slop + reserved_elsewhere + dirty);
         for a in cat.ancestry(id) {
             let d = &cat.datasets[&a];
             let q = num_prop(d, "quota");

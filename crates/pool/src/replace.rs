@@ -1,0 +1,220 @@
+//! Replacing a device of a mirror or raidz vdev, and the end of its resilver.
+//!
+//! `replace_device` swaps the leaf for the new device marked *resilvering*: from
+//! then on every write reaches it, no read trusts it, and a scan of every
+//! allocated block (the dataset layer's scrub traversal) writes its copy or
+//! column, rebuilt from the other children. `finish_resilver` clears the mark
+//! once a scan has completed without unrecoverable blocks. The mark is in the
+//! labels, so after a restart the device is still not trusted and the scan runs
+//! again.
+//!
+//! Invariants: a replacement is refused, with nothing changed, when the new
+//! device is smaller than the vdev needs, is already in the pool or carries another
+//! pool's label (unless forced), or when taking the old device out would leave
+//! the vdev unable to rebuild it (the last good copy of a mirror; more than
+//! nparity columns of a raidz unreadable).
+
+use crate::commit::{read_label, write_labels};
+use crate::error::{PoolError, Result};
+use crate::label::{leaf_data_size, LabelHeader, VdevKind};
+use crate::pool::{new_guid, top_config, Pool};
+use crate::vdev::{ErrorCounters, Leaf, TopVdev};
+use crate::vdev_spec::{open_for_create, CreateOpts};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// A leaf carried over into a rebuilt vdev: same device, counters kept.
+fn carry(l: &Leaf) -> Leaf {
+    let e = &l.errors;
+    let fault = crate::fault::LeafFault::default();
+    fault.faulted.store(l.is_faulted(), Relaxed);
+    Leaf {
+        guid: l.guid,
+        path: l.path.clone(),
+        dev: l.dev.clone(),
+        errors: ErrorCounters {
+            read: e.read.load(Relaxed).into(),
+            write: e.write.load(Relaxed).into(),
+            cksum: e.cksum.load(Relaxed).into(),
+            repaired: e.repaired.load(Relaxed).into(),
+        },
+        resilvering: l.resilvering.load(Relaxed).into(),
+        fault,
+    }
+}
+
+fn rebuilt(t: &TopVdev, leaves: Vec<Leaf>) -> TopVdev {
+    TopVdev {
+        id: t.id,
+        guid: t.guid,
+        kind: t.kind,
+        asize: t.asize,
+        leaves,
+        log: t.log,
+        faulted: AtomicBool::new(t.faulted.load(Relaxed)),
+        ashift: t.ashift,
+    }
+}
+
+impl Pool {
+    /// (top index, leaf index) of the device named by path, file name or guid.
+    fn find_leaf(&self, name: &str) -> Option<(usize, usize)> {
+        let canon = std::fs::canonicalize(name).ok();
+        let tops = self.vdevs.read();
+        for (ti, t) in tops.iter().enumerate() {
+            for (li, l) in t.leaves.iter().enumerate() {
+                let hit = Some(&l.path) == canon.as_ref()
+                    || l.path.as_os_str() == name
+                    || l.guid.to_string() == name;
+                if hit {
+                    return Some((ti, li));
+                }
+            }
+        }
+        None
+    }
+
+    /// Replace device `old` with `new` and mark it for resilvering. The caller
+    /// holds off commits while this runs and then scans every block.
+    pub fn replace_device(
+        &self,
+        old: &str,
+        new: &Path,
+        opts: &CreateOpts,
+        next_txg: u64,
+    ) -> Result<()> {
+        self.check_suspended()?;
+        let pool = self.name();
+        let Some((ti, li)) = self.find_leaf(old) else {
+            return Err(PoolError::InvalidSpec(format!(
+                "{old}: no such device in pool '{pool}'"
+            )));
+        };
+        let top = self.vdevs.read()[ti].clone();
+        check_replaceable(&top, li, old)?;
+        let canon_new = std::fs::canonicalize(new).unwrap_or(new.to_path_buf());
+        if self.device_paths().contains(&canon_new) {
+            return Err(PoolError::InvalidSpec(format!(
+                "{}: already part of pool '{pool}'",
+                new.display()
+            )));
+        }
+        let existed = new.exists();
+        let dev = open_for_create(new, opts)?;
+        let child = if crate::raidz::nparity(top.kind) > 0 {
+            top.asize / top.leaves.len() as u64
+        } else {
+            top.asize
+        };
+        let refuse = |e: PoolError| {
+            if !existed {
+                let _ = std::fs::remove_file(new);
+            }
+            Err(e)
+        };
+        if leaf_data_size(dev.size()) < child {
+            return refuse(PoolError::InvalidSpec(format!(
+                "{}: too small to replace {old}: it holds {} data bytes, the vdev needs {child}",
+                new.display(),
+                leaf_data_size(dev.size())
+            )));
+        }
+        if !opts.force {
+            if let Some(h) = read_label(dev.as_ref()) {
+                return refuse(PoolError::InvalidSpec(format!(
+                    "{}: device is part of pool '{}' (use -f to overwrite)",
+                    new.display(),
+                    h.config.name
+                )));
+            }
+        }
+        let mut leaves: Vec<Leaf> = top.leaves.iter().map(carry).collect();
+        leaves[li] = Leaf {
+            guid: new_guid(),
+            path: canon_new,
+            dev: Some(dev),
+            errors: ErrorCounters::default(),
+            resilvering: true.into(),
+            fault: Default::default(),
+        };
+        let new_top = rebuilt(&top, leaves);
+        let mut cfg = self.config.read().clone();
+        cfg.config_txg = next_txg;
+        cfg.vdevs[ti] = top_config(&new_top);
+        let l = &new_top.leaves[li];
+        let h = LabelHeader {
+            config: cfg.clone(),
+            leaf_guid: l.guid,
+            top_id: new_top.id,
+        };
+        write_labels(l.dev.as_deref().expect("just opened"), &h, true)?;
+        self.vdevs.write()[ti] = Arc::new(new_top);
+        *self.config.write() = cfg;
+        self.rewrite_label_headers()?;
+        self.add_notice(format!("{old} replaced by {}: resilvering", new.display()));
+        Ok(())
+    }
+
+    /// True while a replacement device still waits for its resilver.
+    pub fn resilver_pending(&self) -> bool {
+        self.vdevs
+            .read()
+            .iter()
+            .flat_map(|t| t.leaves.iter())
+            .any(|l| l.dev.is_some() && l.resilvering.load(Relaxed))
+    }
+
+    /// A scan over every block completed: replacements hold every block now.
+    pub fn finish_resilver(&self) -> Result<()> {
+        let mut done = Vec::new();
+        for t in self.vdevs.read().iter() {
+            for l in &t.leaves {
+                if l.dev.is_some() && l.resilvering.swap(false, Relaxed) {
+                    done.push(l.path.display().to_string());
+                }
+            }
+        }
+        if done.is_empty() {
+            return Ok(());
+        }
+        let mut cfg = self.config.read().clone();
+        cfg.config_txg = cfg.config_txg.max(self.uberblock().txg) + 1;
+        cfg.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
+        *self.config.write() = cfg;
+        self.rewrite_label_headers()?;
+        self.add_notice(format!("resilver finished: {}", done.join(", ")));
+        Ok(())
+    }
+}
+
+/// Refuse a replacement that would lose data or that this version cannot do.
+fn check_replaceable(top: &TopVdev, li: usize, old: &str) -> Result<()> {
+    let others_unreadable = top
+        .leaves
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| *i != li && !l.readable())
+        .count();
+    match top.kind {
+        VdevKind::Disk => Err(PoolError::InvalidSpec(format!(
+            "{old}: a single-device vdev has no other copy to resilver from (attach a mirror first)"
+        ))),
+        VdevKind::Mirror if others_unreadable + 1 >= top.leaves.len() => {
+            Err(PoolError::InvalidSpec(format!(
+                "{old}: the last good device of its mirror cannot be replaced"
+            )))
+        }
+        VdevKind::Raidz1 | VdevKind::Raidz2
+            if others_unreadable + 1 > crate::raidz::nparity(top.kind) =>
+        {
+            Err(PoolError::InvalidSpec(format!(
+                "{old}: raidz{} vdev {} already has {others_unreadable} unreadable devices; replacing this one too would lose data",
+                crate::raidz::nparity(top.kind),
+                top.id
+            )))
+        }
+        _ => Ok(()),
+    }
+}
