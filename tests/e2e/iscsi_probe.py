@@ -2,8 +2,12 @@
 """A minimal raw iSCSI initiator for bad-input tests that libiscsi's tools cannot
 express: a READ(16) past the end, a 2^32-1 block transfer length, an oversized PDU.
 
-usage: iscsi_probe.py HOST:PORT TARGET_IQN [wce]
-(with `wce`: print the Caching mode page's WCE bit and exit)
+usage: iscsi_probe.py HOST:PORT TARGET_IQN [wce|readonly|sessions]
+(with `wce`: print the Caching mode page's WCE bit and exit;
+ `readonly`: a write is refused with DATA PROTECT and MODE SENSE shows WP, reads work;
+ `sessions`: a second connection to a live session (MC/S) is refused with "too many
+ connections", one naming an unknown session with "session does not exist", and two
+ sessions of different ISIDs share the LUN: what one writes, the other reads)
 Prints one line per check and exits 1 if any check failed.
 """
 import socket
@@ -42,12 +46,20 @@ def pdu(op, flags, itt, lun=0, data=b"", fields=b""):
     return bytes(bhs) + data + b"\0" * (-len(data) % 4)
 
 
+class LoginRefused(RuntimeError):
+    def __init__(self, status_class, detail):
+        super().__init__(f"login refused: class {status_class} detail {detail}")
+        self.status = (status_class, detail)
+
+
 class Session:
-    def __init__(self, addr, target):
+    def __init__(self, addr, target, isid=0x1234, tsih=0):
         host, port = addr.rsplit(":", 1)
         self.s = socket.create_connection((host, int(port)), timeout=10)
         self.itt = 1
         self.cmdsn = 1
+        self.isid = bytes([0x80, 0, 0]) + isid.to_bytes(2, "big") + b"\0"
+        self.tsih = tsih
         keys = [f"InitiatorName={INITIATOR}", "SessionType=Normal", f"TargetName={target}", "AuthMethod=None"]
         self.login(0x80 | (0 << 2) | 1, keys)
         ops = ["HeaderDigest=None", "DataDigest=None", "MaxRecvDataSegmentLength=262144",
@@ -56,15 +68,16 @@ class Session:
 
     def login(self, flags, keys):
         data = b"".join(k.encode() + b"\0" for k in keys)
-        isid = bytes([0x80, 0, 0, 0x12, 0x34, 0])
         fields = b"\0" * 4 + struct.pack(">I", self.cmdsn) + b"\0" * 4  # CID, CmdSN, ExpStatSN
         b = bytearray(pdu(0x43, flags, self.itt, 0, data, fields))
-        b[8:14] = isid
+        b[8:14] = self.isid
+        b[14:16] = self.tsih.to_bytes(2, "big")
         b[2] = b[3] = 0
         self.s.sendall(bytes(b))
         bhs, _ = read_pdu(self.s)
         if bhs[0] & 0x3F != 0x23 or bhs[36] != 0:
-            raise RuntimeError(f"login refused: class {bhs[36]} detail {bhs[37]}")
+            raise LoginRefused(bhs[36], bhs[37])
+        self.tsih = int.from_bytes(bhs[14:16], "big")
         self.itt += 1
 
     def command(self, cdb, edtl, write=False, data=b""):
@@ -104,16 +117,77 @@ def wce(addr, target):
     print(1 if page[2] & 0x04 else 0)
 
 
+FAILURES = 0
+
+
+def check(name, ok, detail=""):
+    global FAILURES
+    print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}")
+    FAILURES += 0 if ok else 1
+
+
+def readonly(addr, target):
+    """A read-only LU (a volume snapshot): writes refused with DATA PROTECT."""
+    s = Session(addr, target)
+    st, _, d = s.command(bytes([0x1A, 0x00, 0x3F, 0, 255, 0]), 255)
+    check("MODE SENSE: the WP bit is set", st == 0 and len(d) > 2 and d[2] & 0x80 != 0)
+    st, _, d = s.command(bytes([0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0]), 4096)
+    check("READ(10) works", st == 0 and len(d) == 4096)
+    print(f"first-bytes {d[:4].hex()}")
+    for name, cdb in [
+        ("WRITE(10)", bytes([0x2A, 0, 0, 0, 0, 0, 0, 0, 1, 0])),
+        ("WRITE(16)", bytes([0x8A, 0]) + struct.pack(">QI", 8, 1)),
+    ]:
+        st, sense, _ = s.command(cdb, 512, True, b"w" * 512)
+        check(f"{name} -> DATA PROTECT / WRITE PROTECTED", st == 2 and len(sense) >= 14
+              and sense[2] & 0xF == 7 and sense[12] == 0x27, f"sense {sense[:14].hex()}")
+    st, sense, _ = s.command(bytes([0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0]), 24, True,
+                             struct.pack(">HH4x", 22, 16) + struct.pack(">QI4x", 0, 8))
+    check("UNMAP -> DATA PROTECT", st == 2 and len(sense) >= 14 and sense[2] & 0xF == 7,
+          f"sense {sense[:14].hex()}")
+    st, _, d = s.command(bytes([0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0]), 4096)
+    check("the data did not change", st == 0 and not d.startswith(b"w" * 512))
+
+
+def sessions(addr, target):
+    """MaxConnections=1: MC/S refused cleanly; several sessions share one LU."""
+    a = Session(addr, target, isid=0x1111)
+    check("session A logged in", a.tsih != 0, f"TSIH {a.tsih}")
+    try:
+        Session(addr, target, isid=0x1111, tsih=a.tsih)
+        check("a second connection to session A is refused", False, "it logged in")
+    except LoginRefused as e:
+        check("a second connection to session A is refused: too many connections",
+              e.status == (2, 6), str(e))
+    try:
+        Session(addr, target, isid=0x3333, tsih=(a.tsih + 1000) & 0xFFFF or 1)
+        check("a connection naming an unknown session is refused", False, "it logged in")
+    except LoginRefused as e:
+        check("a connection naming an unknown session is refused: session does not exist",
+              e.status == (2, 10), str(e))
+    st, _, _ = a.command(bytes([0x00]), 0)
+    check("session A still works", st == 0)
+    b = Session(addr, target, isid=0x2222)
+    check("session B (another ISID) logged in beside A", b.tsih not in (0, a.tsih), f"TSIH {b.tsih}")
+    block = bytes(range(256)) * 2
+    for writer, reader, lba in [(a, b, 100), (b, a, 101)]:
+        data = bytes([lba]) + block[1:]
+        st, _, _ = writer.command(bytes([0x8A, 0x08]) + struct.pack(">QI", lba, 1), 512, True, data)
+        check(f"write of LBA {lba} (FUA)", st == 0)
+        st, _, d = reader.command(bytes([0x88, 0]) + struct.pack(">QI", lba, 1), 512)
+        check(f"the other session reads LBA {lba} as written", st == 0 and d == data)
+
+
 def main():
     addr, target = sys.argv[1], sys.argv[2]
     if sys.argv[3:] == ["wce"]:
         return wce(addr, target)
-    failures = 0
-
-    def check(name, ok, detail=""):
-        nonlocal failures
-        print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}")
-        failures += 0 if ok else 1
+    if sys.argv[3:] == ["readonly"]:
+        readonly(addr, target)
+        sys.exit(1 if FAILURES else 0)
+    if sys.argv[3:] == ["sessions"]:
+        sessions(addr, target)
+        sys.exit(1 if FAILURES else 0)
 
     s = Session(addr, target)
     st, _, cap = s.command(bytes([0x9E, 0x10]) + b"\0" * 8 + struct.pack(">I", 32), 32)
@@ -146,7 +220,7 @@ def main():
     s2 = Session(addr, target)
     st, _, _ = s2.command(bytes([0x00]), 0)
     check("a new session works after the bad one", st == 0)
-    sys.exit(1 if failures else 0)
+    sys.exit(1 if FAILURES else 0)
 
 
 if __name__ == "__main__":

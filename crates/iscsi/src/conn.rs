@@ -71,6 +71,7 @@ pub fn run(target: &Arc<Target>, stream: TcpStream) {
             .unwrap_or_default(),
         initiator: neg.initiator.clone(),
         isid: neg.isid,
+        tsih: neg.tsih,
         peer: peer.clone(),
         discovery: neg.discovery,
     };

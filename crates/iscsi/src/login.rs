@@ -39,7 +39,9 @@ fn fail(status: u16, why: impl Into<String>) -> LoginFail {
 pub const ST_AUTH_FAILED: u16 = 0x0201;
 pub const ST_NOT_FOUND: u16 = 0x0203;
 pub const ST_UNSUPPORTED_VERSION: u16 = 0x0205;
+pub const ST_TOO_MANY_CONNECTIONS: u16 = 0x0206;
 pub const ST_MISSING_PARAM: u16 = 0x0207;
+pub const ST_NO_SESSION: u16 = 0x020a;
 pub const ST_INVALID_REQUEST: u16 = 0x020b;
 pub const ST_SESSION_TYPE: u16 = 0x0209;
 pub const ST_INITIATOR_ERROR: u16 = 0x0200;
@@ -182,8 +184,20 @@ impl Login {
             self.isid.copy_from_slice(&req.bhs[8..14]);
             self.tsih = req.u16_at(14);
             if self.tsih != 0 {
-                // Adding a connection to an existing session: MaxConnections=1.
-                return Err(fail(0x0206, "only one connection per session"));
+                // Adding a connection to an existing session (MC/S). We negotiate
+                // MaxConnections=1 and refuse it: at ErrorRecoveryLevel 0 a second
+                // connection buys no recovery (a dropped connection ends the session
+                // anyway), and commands spread over connections would need one
+                // CmdSN window and task table shared between threads, for a gain
+                // the Linux initiator does not use (open-iscsi runs one connection
+                // per session; it scales with several sessions, which we serve).
+                // RFC 7143 11.13.5: "too many connections" for a live session,
+                // "session does not exist" for any other TSIH.
+                return Err(if target.has_session(&self.isid, self.tsih) {
+                    fail(ST_TOO_MANY_CONNECTIONS, "only one connection per session")
+                } else {
+                    fail(ST_NO_SESSION, "no such session")
+                });
             }
         }
         if csg < self.stage {

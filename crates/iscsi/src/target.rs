@@ -24,9 +24,12 @@ use std::sync::Arc;
 pub const MAX_CONNECTIONS: usize = 256;
 pub const IQN_PREFIX: &str = "iqn.2026-11.org.cachalot:";
 
-/// The target name of a volume: `iqn.2026-11.org.cachalot:POOL.VOL` (slashes as dots).
+/// The target name of a volume: `iqn.2026-11.org.cachalot:POOL.VOL` (slashes as
+/// dots); of a volume snapshot `POOL/VOL@SNAP`, the volume's name, a colon and the
+/// snapshot's name: `iqn.2026-11.org.cachalot:POOL.VOL:SNAP` (`@` is not a
+/// character of iSCSI names, RFC 3722; a colon is, and is the usual separator).
 pub fn target_name(volume: &str) -> String {
-    format!("{IQN_PREFIX}{}", volume.replace('/', "."))
+    format!("{IQN_PREFIX}{}", volume.replace('/', ".").replace('@', ":"))
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,12 +58,14 @@ pub trait Catalog: Send + Sync {
     fn export(&self, target: &str) -> Option<Export>;
 }
 
-/// One live session (one connection: MaxConnections=1).
+/// One live session (one connection: MaxConnections=1, see `login.rs`).
 #[derive(Clone, Debug)]
 pub struct SessionInfo {
     pub target: String,
     pub initiator: String,
     pub isid: [u8; 6],
+    /// Target session identifying handle given at login (0 for none yet).
+    pub tsih: u16,
     pub peer: String,
     pub discovery: bool,
 }
@@ -148,6 +153,15 @@ impl Target {
         id
     }
 
+    /// Whether a live session has this ISID and TSIH (a login naming it wants to
+    /// add a connection to it).
+    pub fn has_session(&self, isid: &[u8; 6], tsih: u16) -> bool {
+        self.sessions
+            .lock()
+            .values()
+            .any(|l| l.info.tsih == tsih && &l.info.isid == isid)
+    }
+
     pub fn remove_session(&self, id: u64) {
         self.sessions.lock().remove(&id);
     }
@@ -207,5 +221,22 @@ impl Target {
         for l in self.sessions.lock().values() {
             let _ = l.stream.shutdown(Shutdown::Both);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target_name;
+
+    #[test]
+    fn target_names_of_volumes_and_snapshots() {
+        assert_eq!(
+            target_name("tank/db/lun"),
+            "iqn.2026-11.org.cachalot:tank.db.lun"
+        );
+        assert_eq!(
+            target_name("tank/db/lun@nightly"),
+            "iqn.2026-11.org.cachalot:tank.db.lun:nightly"
+        );
     }
 }

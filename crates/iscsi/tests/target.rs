@@ -22,6 +22,10 @@ impl Catalog for One {
 }
 
 fn start(chap: Option<Chap>, pr_path: Option<PathBuf>) -> (SocketAddr, String) {
+    start_on("127.0.0.1:0", chap, pr_path)
+}
+
+fn start_on(bind: &str, chap: Option<Chap>, pr_path: Option<PathBuf>) -> (SocketAddr, String) {
     let name = target_name("tank/vol");
     let exp = Export {
         target: name.clone(),
@@ -31,7 +35,7 @@ fn start(chap: Option<Chap>, pr_path: Option<PathBuf>) -> (SocketAddr, String) {
         pr_path,
     };
     let t = Target::new(Arc::new(One(exp)));
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = TcpListener::bind(bind).unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || t.serve(l));
     (addr, name)
@@ -46,6 +50,8 @@ struct Ini {
     cmd_sn: u32,
     digests: bool,
     isid: u8,
+    /// TSIH sent at login (0: a new session); the target's once logged in.
+    tsih: u16,
 }
 
 #[derive(Debug)]
@@ -84,6 +90,7 @@ impl Ini {
             cmd_sn: 1,
             digests: false,
             isid,
+            tsih: 0,
         }
     }
 
@@ -110,6 +117,7 @@ impl Ini {
         p.bhs[0] |= 0x40;
         p.bhs[1] = (csg << 2) | if transit { 0x80 | nsg } else { 0 };
         p.bhs[8..14].copy_from_slice(&[0x80, 0, 0, 0, self.isid, 1]);
+        p.set_u16(14, self.tsih);
         p.set_itt(self.itt);
         p.set_u32(24, self.cmd_sn);
         p.data = kv(keys);
@@ -117,6 +125,9 @@ impl Ini {
         let r = self.recv(true);
         assert_eq!(r.opcode(), OP_LOGIN_RESP);
         self.itt += 1;
+        if r.u16_at(14) != 0 {
+            self.tsih = r.u16_at(14);
+        }
         (
             r.u16_at(36),
             r.flags() & 0x80 != 0,
@@ -387,6 +398,62 @@ fn chap_one_way_and_mutual() {
     j.login(Some(&name), Some(("alice", "alice-secret-1", None)), true)
         .unwrap();
     assert_eq!(j.cmd(&[0; 6], 0, &[]).status, 0);
+}
+
+/// SendTargets=All on a discovery session at `addr`: the (key, value) pairs.
+fn send_targets(addr: SocketAddr) -> Vec<(String, String)> {
+    let mut d = Ini::connect(addr, 1);
+    d.login(None, None, false).unwrap();
+    let mut p = Pdu::new(OP_TEXT_REQ);
+    p.bhs[0] |= 0x40;
+    p.bhs[1] = 0x80;
+    p.set_itt(50);
+    p.set_u32(20, RESERVED_TAG);
+    p.data = kv(&[("SendTargets", "All")]);
+    d.send(&p, false);
+    parse_text(&d.recv(false).data).unwrap()
+}
+
+#[test]
+fn send_targets_answers_with_the_address_connected_to() {
+    // A portal on every address: each initiator is told the address it reached,
+    // not one fixed address of the host.
+    let (any, name) = start_on("0.0.0.0:0", None, None);
+    for ip in ["127.0.0.1", "127.0.0.2"] {
+        let addr: SocketAddr = format!("{ip}:{}", any.port()).parse().unwrap();
+        let keys = send_targets(addr);
+        assert_eq!(keys[0], ("TargetName".to_string(), name.clone()));
+        assert_eq!(
+            keys[1],
+            ("TargetAddress".to_string(), format!("{addr},1")),
+            "connected to {addr}"
+        );
+    }
+}
+
+#[test]
+fn a_second_connection_per_session_is_refused_cleanly() {
+    // MaxConnections=1: a login naming a live session's TSIH (MC/S) gets "too many
+    // connections" (0x0206), one naming no session "session does not exist"
+    // (0x020a); the live session goes on, and another session (ISID) is served.
+    let (addr, name) = start(None, None);
+    let mut a = Ini::connect(addr, 1);
+    a.login(Some(&name), None, false).unwrap();
+    let tsih = a.tsih;
+    assert_ne!(tsih, 0);
+    let mut again = Ini::connect(addr, 1);
+    again.tsih = tsih;
+    assert_eq!(again.login(Some(&name), None, false), Err(0x0206));
+    let mut stray = Ini::connect(addr, 3);
+    stray.tsih = tsih.wrapping_add(500).max(1);
+    assert_eq!(stray.login(Some(&name), None, false), Err(0x020a));
+    let mut b = Ini::connect(addr, 2);
+    b.login(Some(&name), None, false).unwrap();
+    assert_ne!(b.tsih, tsih);
+    let block = vec![0xab; 512];
+    assert_eq!(a.cmd(&rw16(0x8a, 7, 1), 512, &block).status, 0);
+    let r = b.cmd(&rw16(0x88, 7, 1), 512, &[]);
+    assert_eq!((r.status, r.data), (0, block));
 }
 
 #[test]

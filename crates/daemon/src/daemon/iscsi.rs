@@ -1,5 +1,6 @@
 //! The iSCSI target inside the daemon: which volumes are shared (`shareiscsi=on`,
-//! inherited), with which CHAP secrets (user properties `iscsi:chap_user`,
+//! inherited; their snapshots read-only as `VOLUME-TARGET:SNAP`, see
+//! `cachalot_iscsi::target_name`), with which CHAP secrets (user properties `iscsi:chap_user`,
 //! `iscsi:chap_secret`, optional `iscsi:chap_mutual_user`, `iscsi:chap_mutual_secret`),
 //! and where each LU keeps its persistent reservations (`HOME/iscsi/TARGET.pr`).
 //!
@@ -7,8 +8,12 @@
 //! - Sharing is decided at each login (and SendTargets) from the properties in force,
 //!   so `set shareiscsi=off` refuses the next login; a volume with a CHAP user but no
 //!   secret (or the reverse) is not exported at all rather than exported open.
-//! - One `Zvol` per volume and pool import is shared by every session (the LU state
-//!   in `cachalot_iscsi::Target` keys on it); a re-imported pool gets a new one.
+//! - The block device is the daemon's shared `Zvol` of the volume (`Daemon::volume`,
+//!   see `volumes.rs`), the same handle NBD serves: a write through one protocol is
+//!   read through the other, and a destroy, rollback or pool export that drops the
+//!   registry entry reaches both. One `ZvolDev` wrapper per `Zvol`, so the LU state
+//!   in `cachalot_iscsi::Target` (which keys on the device object) is shared by
+//!   every session of the volume and renewed when the registry opens a new `Zvol`.
 
 use super::Daemon;
 use cachalot_datasets::{DatasetKind, Store};
@@ -90,12 +95,13 @@ impl BlockDev for ZvolDev {
 /// The daemon's shared volumes, as the target sees them.
 struct DaemonCatalog {
     daemon: Weak<Daemon>,
-    /// Open block devices by volume name, with the store they were opened on.
+    /// The block device made for each registry `Zvol`, by volume name: reused while
+    /// the registry hands out the same `Zvol`.
     devs: Mutex<HashMap<String, OpenDev>>,
 }
 
-/// A volume's block device and the store (pool import) it was opened on.
-type OpenDev = (Arc<Store>, Arc<dyn BlockDev>);
+/// A registry `Zvol` and the block device wrapping it.
+type OpenDev = (Arc<Zvol>, Arc<dyn BlockDev>);
 
 const CHAP_PROPS: [&str; 4] = [
     "iscsi:chap_user",
@@ -163,17 +169,23 @@ impl DaemonCatalog {
         out
     }
 
-    fn device(&self, name: &str, store: &Arc<Store>) -> Option<Arc<dyn BlockDev>> {
+    /// The block device of `name`: the daemon's shared `Zvol` of the volume.
+    fn device(&self, name: &str) -> Option<Arc<dyn BlockDev>> {
+        let zvol = match self.daemon.upgrade()?.volume(name) {
+            Ok(z) => z,
+            Err(e) => {
+                eprintln!("cachalot iscsi: cannot open {name}: {e}");
+                return None;
+            }
+        };
         let mut m = self.devs.lock();
-        if let Some((s, dev)) = m.get(name) {
-            if Arc::ptr_eq(s, store) {
+        if let Some((z, dev)) = m.get(name) {
+            if Arc::ptr_eq(z, &zvol) {
                 return Some(dev.clone());
             }
         }
-        let ds = store.dataset(name).ok()?;
-        let zvol = Zvol::open(store.clone(), ds).ok()?;
-        let dev: Arc<dyn BlockDev> = Arc::new(ZvolDev(Arc::new(zvol)));
-        m.insert(name.to_string(), (store.clone(), dev.clone()));
+        let dev: Arc<dyn BlockDev> = Arc::new(ZvolDev(zvol.clone()));
+        m.insert(name.to_string(), (zvol, dev.clone()));
         Some(dev)
     }
 }
@@ -184,11 +196,22 @@ impl Catalog for DaemonCatalog {
     }
 
     fn export(&self, target: &str) -> Option<Export> {
-        let (name, store) = self
-            .shared()
-            .into_iter()
-            .find(|(n, _)| target_name(n) == target)?;
-        let chap = match chap_of(&store, &name) {
+        let shared = self.shared();
+        // A volume first; else a snapshot of a shared volume (`VOLTARGET:SNAP`),
+        // served read-only with the volume's CHAP settings. Snapshots are not
+        // listed by SendTargets=All: `iscsiadm -m discovery ... --login` would log
+        // in to every one of them.
+        let (name, store) = match shared.iter().find(|(n, _)| target_name(n) == target) {
+            Some(v) => v.clone(),
+            None => shared.into_iter().find_map(|(vol, store)| {
+                let snap = target.strip_prefix(&target_name(&vol))?.strip_prefix(':')?;
+                let full = format!("{vol}@{snap}");
+                store.snapshot_dataset(&full).ok()?;
+                Some((full, store))
+            })?,
+        };
+        let volume = name.split_once('@').map_or(name.as_str(), |(v, _)| v);
+        let chap = match chap_of(&store, volume) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("cachalot iscsi: not exporting {e}");
@@ -199,7 +222,7 @@ impl Catalog for DaemonCatalog {
         Some(Export {
             target: target.to_string(),
             volume: name.clone(),
-            dev: self.device(&name, &store)?,
+            dev: self.device(&name)?,
             chap,
             pr_path: Some(home.join("iscsi").join(format!("{target}.pr"))),
         })
@@ -207,6 +230,16 @@ impl Catalog for DaemonCatalog {
 }
 
 impl Daemon {
+    /// Close the iSCSI sessions of volumes that leave the registry (destroyed,
+    /// rolled back past, pool exported): the initiator logs in again and finds the
+    /// volume as it is now, or gone.
+    pub(super) fn iscsi_close(&self, volumes: &[String]) {
+        let Some(svc) = self.iscsi.get() else { return };
+        for v in volumes {
+            svc.target.close_target(&target_name(v));
+        }
+    }
+
     /// Start the iSCSI portal on `addr` (port 0 picks one). Called once by `serve`.
     pub fn start_iscsi(self: &Arc<Self>, addr: &str) -> anyhow::Result<SocketAddr> {
         let listener = TcpListener::bind(addr)

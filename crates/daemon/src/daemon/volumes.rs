@@ -1,9 +1,10 @@
 //! The daemon's volume registry: one `Arc<Zvol>` per volume (or volume snapshot),
-//! shared by every protocol that serves it (NBD now, iSCSI next).
+//! shared by every protocol that serves it (NBD and iSCSI).
 //!
 //! Invariants:
 //! - At most one `Zvol` per name; protocol servers get it through `volume`.
-//! - An entry is dropped (and the connections using it closed, see `nbd.rs`)
+//! - An entry is dropped (and the NBD connections and iSCSI sessions using it
+//!   closed, see `nbd.rs` and `iscsi.rs`)
 //!   before the dataset behind it is destroyed, its snapshot destroyed, rolled
 //!   back past, or its pool exported: a cached handle never reads freed blocks.
 
@@ -55,7 +56,15 @@ impl Daemon {
     /// Drop the registry entries `gone` selects and close every connection that
     /// serves them (before a destroy, snapshot destroy, rollback or export).
     pub(super) fn stop_serving(&self, gone: impl Fn(&str) -> bool) {
-        self.volumes.map.lock().retain(|n, _| !gone(n));
+        let mut dropped = Vec::new();
+        self.volumes.map.lock().retain(|n, _| {
+            let keep = !gone(n);
+            if !keep {
+                dropped.push(n.clone());
+            }
+            keep
+        });
+        self.iscsi_close(&dropped);
         if let Some(nbd) = self.nbd.get() {
             let n = nbd.disconnect_where(&gone);
             if n > 0 {
