@@ -98,6 +98,13 @@ pub const CATALOG: &[StatInfo] = &[
         about: "NFS requests (share = dataset, file = path within it, or #object)",
     },
     StatInfo {
+        name: "nfs.locks",
+        dims: &["client", "event"],
+        unit: "events",
+        timed: false,
+        about: "NFSv4.1 lock events: grant, conflict, reclaim, expired (a lease ran out)",
+    },
+    StatInfo {
         name: "objects.ops",
         dims: &["dataset", "op"],
         unit: "ops",

@@ -1,6 +1,8 @@
 //! The entry point of the decoder fuzz target (`fuzz/fuzz_targets/nfs_rpc.rs`)
 //! and of the bounded random test in `tests/fuzz.rs`: everything the server
-//! decodes from the wire before it touches a filesystem.
+//! decodes from the wire before it touches a filesystem. The NFSv4.1 COMPOUND
+//! decoder has its own target (`fuzz/fuzz_targets/nfs4_compound.rs`,
+//! [`decode_compound4`]) and is also run here on every call's arguments.
 
 use crate::handle::Handle;
 use crate::nfs3::args;
@@ -20,7 +22,9 @@ pub fn decode_everything(data: &[u8]) {
 fn decode_message(msg: &[u8]) {
     if let Ok(call) = rpc::decode_call(msg) {
         decode_args(call.proc_, call.args);
+        decode_compound4(call.args);
     }
+    decode_compound4(msg);
     for p in 0..24 {
         decode_args(p, msg);
     }
@@ -34,4 +38,22 @@ fn decode_args(proc_: u32, b: &[u8]) {
     let mut r = Reader::new(b);
     let _ = r.string(crate::nfs3::args::MAX_PATH_WIRE);
     let _ = crate::client::decode_reply(0, b);
+}
+
+/// Decode `data` as COMPOUND4args, every operation's arguments, and as a
+/// COMPOUND4res the way the test client reads it. Must never panic.
+pub fn decode_compound4(data: &[u8]) {
+    if let Ok(ops) = crate::nfs4::ops::decode_compound(data) {
+        assert!(ops.len() <= 1024, "bounded by the decoder");
+    }
+    let mut r = Reader::new(data);
+    for _ in 0..64 {
+        if !matches!(
+            crate::nfs4::ops::decode(&mut r),
+            crate::nfs4::ops::Decoded::Op(..)
+        ) {
+            break;
+        }
+    }
+    let _ = crate::nfs4::client::Reply::decode(data);
 }

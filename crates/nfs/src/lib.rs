@@ -8,6 +8,7 @@
 //! - `handle`: file handles (pool, dataset, snapshot, object, generation).
 //! - `exports`: share options and the resolution of paths and handles to `Fs`.
 //! - `nfs3`: the NFSv3 procedures; `mount`: MOUNT v3; `portmap`: rpcbind.
+//! - `nfs4`: NFSv4.1 COMPOUND, sessions and state (same port).
 //! - `server`: TCP listeners, connections, dispatch, duplicate request cache.
 //! - `stats`: `nfs.ops` and `nfs.bytes` analytics.
 //! - `client`: a small synchronous client (tests, benchmarks).
@@ -21,6 +22,7 @@ pub mod handle;
 pub mod load;
 pub mod mount;
 pub mod nfs3;
+pub mod nfs4;
 pub mod portmap;
 pub mod queue;
 pub mod rpc;

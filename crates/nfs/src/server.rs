@@ -22,6 +22,7 @@
 use crate::exports::{Exports, FsProvider};
 use crate::mount::{self, MountList};
 use crate::nfs3::{self, args, Ctx, Note};
+use crate::nfs4;
 use crate::portmap::{self, PortMap};
 use crate::queue::Queue;
 use crate::rpc::{self, BadCall, Call, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
@@ -56,6 +57,11 @@ pub struct ServerConfig {
     pub portmap: Option<SocketAddr>,
     pub workers: usize,
     pub max_connections: usize,
+    /// The NFSv4.1 lease time.
+    pub lease: Duration,
+    /// Where the NFSv4.1 stable record of clients lives (none: no grace
+    /// period after a restart).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl ServerConfig {
@@ -65,6 +71,8 @@ impl ServerConfig {
             portmap: None,
             workers: 16,
             max_connections: 256,
+            lease: nfs4::state::DEFAULT_LEASE,
+            state_dir: None,
         }
     }
 }
@@ -122,6 +130,7 @@ struct Shared {
     write_verf: [u8; 8],
     drc: Mutex<Drc>,
     stats: Stats,
+    v4: nfs4::state::State,
     portmap: PortMap,
     stop: AtomicBool,
     connections: AtomicUsize,
@@ -192,6 +201,10 @@ impl NfsServer {
             write_verf: verifier(),
             drc: Mutex::new(Drc::default()),
             stats: Stats::new(),
+            v4: nfs4::state::State::new(
+                cfg.lease,
+                cfg.state_dir.as_ref().map(|d| d.join("nfs4-clients")),
+            ),
             portmap: PortMap {
                 nfs_port: nfs_addr.port(),
                 portmap_port: portmap_addr.map(|a| a.port()),
@@ -395,7 +408,8 @@ fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Vec<u8>> {
     let xid = call.xid;
     let res = catch_unwind(AssertUnwindSafe(|| match call.prog {
         PROG_NFS if call.vers == 3 => nfs_call(sh, conn, &call),
-        PROG_NFS => Err(RpcError::ProgMismatch { low: 3, high: 3 }),
+        PROG_NFS if call.vers == 4 => nfs4_call(sh, conn, &call),
+        PROG_NFS => Err(RpcError::ProgMismatch { low: 3, high: 4 }),
         PROG_MOUNT if call.vers == 3 => mount::dispatch(
             &sh.exports,
             &sh.mounts,
@@ -481,4 +495,24 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
         start.elapsed(),
     );
     Ok(Some(reply))
+}
+
+/// NFSv4 (NULL and COMPOUND, minor version 1). Sessions give exactly-once
+/// semantics, so the duplicate request cache is not used.
+fn nfs4_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>, RpcError> {
+    match call.proc_ {
+        0 => Ok(Some(ok_reply(call.xid, &[]))),
+        1 => {
+            let ctx = Ctx {
+                exports: &sh.exports,
+                client: conn.peer.ip(),
+                cred: &call.cred,
+                write_verf: sh.write_verf,
+                note: std::cell::RefCell::new(Note::default()),
+            };
+            let body = nfs4::compound(&ctx, &sh.v4, &sh.stats, call.args)?;
+            Ok(Some(ok_reply(call.xid, &body)))
+        }
+        _ => Err(RpcError::ProcUnavail),
+    }
 }

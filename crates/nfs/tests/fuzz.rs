@@ -4,7 +4,8 @@
 
 mod common;
 
-use cachalot_nfs::fuzz::decode_everything;
+use cachalot_nfs::fuzz::{decode_compound4, decode_everything};
+use cachalot_nfs::nfs4::client::Ops;
 use cachalot_nfs::rpc::{self, Cred, PROG_MOUNT, PROG_NFS};
 use cachalot_nfs::xdr::Writer;
 use common::*;
@@ -42,6 +43,20 @@ fn seeds(root: &[u8]) -> Vec<Vec<u8>> {
     let mut a = Writer::new();
     a.opaque(b"/tank/fs");
     out.push(rpc::encode_call(99, PROG_MOUNT, 3, 1, &Cred::None, &a.buf));
+    // NFSv4.1 COMPOUNDs: SEQUENCE, then each operation with plausible arguments.
+    for op in 3..=58u32 {
+        let mut ops = Ops::new();
+        ops.op(53).fixed(&[7; 16]).u32(1).u32(0).u32(0).u32(1);
+        ops.op(op)
+            .u32(1)
+            .opaque(root)
+            .opaque(b"name")
+            .u64(0)
+            .u32(4096)
+            .u32(0)
+            .opaque(b"data");
+        out.push(rpc::encode_call(op, PROG_NFS, 4, 1, &cred, &ops.encode(1)));
+    }
     out
 }
 
@@ -79,8 +94,13 @@ fn decoders_survive_random_and_mutated_input() {
         let len = rng.next() as usize % 512;
         let random: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         decode_everything(&random);
+        decode_compound4(&random);
         let s = &seeds[rng.next() as usize % seeds.len()];
-        decode_everything(&mutate(&mut rng, s));
+        let m = mutate(&mut rng, s);
+        decode_everything(&m);
+        if let Ok(call) = rpc::decode_call(&m) {
+            decode_compound4(call.args);
+        }
         n += 1;
     }
     assert!(n > 1000, "ran {n} rounds");

@@ -283,7 +283,7 @@ fn malformed_rpc_gets_rpc_errors() {
     assert_eq!(rpc_err(c.call(424242, 1, 0, &[])), RpcError::ProgUnavail);
     assert_eq!(
         rpc_err(c.call(PROG_NFS, 2, 0, &[])),
-        RpcError::ProgMismatch { low: 3, high: 3 }
+        RpcError::ProgMismatch { low: 3, high: 4 }
     );
     assert_eq!(
         rpc_err(c.call(PROG_MOUNT, 1, 0, &[])),

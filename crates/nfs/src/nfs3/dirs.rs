@@ -66,9 +66,9 @@ pub fn virtual_attr(n: &Node) -> Attr {
 }
 
 /// A node as LOOKUP and READDIRPLUS return it.
-struct Found {
-    handle: Handle,
-    attr: Attr,
+pub(crate) struct Found {
+    pub handle: Handle,
+    pub attr: Attr,
 }
 
 fn object(n: &Node, fs: &Arc<Fs>, a: Attr, snap_guid: u64) -> Found {
@@ -124,7 +124,7 @@ fn snapshot_root(ctx: &Ctx<'_>, n: &Node, name: &[u8]) -> Result<Found, u32> {
 }
 
 /// Find `name` in directory node `n`.
-fn find(ctx: &Ctx<'_>, n: &Node, name: &[u8]) -> Result<Found, u32> {
+pub(crate) fn find(ctx: &Ctx<'_>, n: &Node, name: &[u8]) -> Result<Found, u32> {
     match &n.target {
         Target::Obj(fs, a) => {
             if a.kind != FileKind::Directory {
@@ -189,15 +189,20 @@ pub fn lookup(ctx: &Ctx<'_>, op: DirOp<'_>) -> Writer {
 }
 
 /// One directory entry to return.
-struct Ent {
-    cookie: u64,
-    fileid: u64,
-    name: Vec<u8>,
+pub(crate) struct Ent {
+    pub cookie: u64,
+    pub fileid: u64,
+    pub name: Vec<u8>,
 }
 
 /// Up to `max` entries of directory `n` after `cookie`; the flag says whether
 /// the directory has no more.
-fn entries(ctx: &Ctx<'_>, n: &Node, cookie: u64, max: usize) -> Result<(Vec<Ent>, bool), u32> {
+pub(crate) fn entries(
+    ctx: &Ctx<'_>,
+    n: &Node,
+    cookie: u64,
+    max: usize,
+) -> Result<(Vec<Ent>, bool), u32> {
     let mut all: Vec<Ent> = match &n.target {
         Target::Obj(fs, a) => {
             if a.kind != FileKind::Directory {

@@ -16,9 +16,9 @@
 //!   attributes or WCC data RFC 1813 lists for the failure case.
 
 pub mod args;
-mod dirs;
-mod ns;
-mod procs;
+pub(crate) mod dirs;
+pub(crate) mod ns;
+pub(crate) mod procs;
 
 use crate::exports::{Export, Exports, LookupError};
 use crate::handle::{Handle, NodeKind};

@@ -28,17 +28,18 @@ use std::sync::Arc;
 pub const CTL_NAME: &[u8] = b".cachalot";
 
 /// Why a directory cannot be changed: the status and the node, if resolved.
-type OpenError = (u32, Option<Box<Node>>);
+pub(crate) type OpenError = (u32, Option<Box<Node>>);
 
-/// A directory the caller may change: its filesystem and attributes.
-struct DirCtx {
-    node: Node,
-    fs: Arc<Fs>,
-    pre: Attr,
+/// A directory the caller may change: its filesystem and attributes (shared
+/// with NFSv4, whose operations call the `*_in` functions below).
+pub(crate) struct DirCtx {
+    pub node: Node,
+    pub fs: Arc<Fs>,
+    pub pre: Attr,
 }
 
 impl DirCtx {
-    fn open(ctx: &Ctx<'_>, fh: &[u8]) -> Result<DirCtx, OpenError> {
+    pub(crate) fn open(ctx: &Ctx<'_>, fh: &[u8]) -> Result<DirCtx, OpenError> {
         let node = ctx.resolve(fh).map_err(|s| (s, None))?;
         if let Err(s) = node.writable() {
             return Err((s, Some(Box::new(node))));
@@ -59,7 +60,7 @@ impl DirCtx {
     /// Make the change durable before the reply (RFC 1813: a server commits
     /// the metadata of CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME,
     /// LINK and SETATTR to stable storage before it answers).
-    fn durable(&self) -> Result<(), u32> {
+    pub(crate) fn durable(&self) -> Result<(), u32> {
         if self.node.export.share.as_ref().is_some_and(|s| !s.sync) {
             return Ok(());
         }
@@ -140,30 +141,35 @@ pub fn create(ctx: &Ctx<'_>, op: DirOp<'_>, how: CreateHow) -> Writer {
             return w;
         }
     };
-    if d.reserved(op.name) {
-        return created(ctx, &d, op.name, Err(NFS3ERR_EXIST));
+    let res = create_in(&d, op.name, how);
+    created(ctx, &d, op.name, res)
+}
+
+/// CREATE of a regular file `name` in `d` (NFSv3 CREATE, NFSv4 OPEN).
+pub(crate) fn create_in(d: &DirCtx, name: &[u8], how: CreateHow) -> Result<Attr, u32> {
+    if d.reserved(name) {
+        return Err(NFS3ERR_EXIST);
     }
     let who = d.node.user.caller();
     let dir = d.pre.ino;
-    let res = match how {
+    match how {
         CreateHow::Unchecked(s) => {
             match d
                 .fs
-                .mknod(dir, op.name, libc::S_IFREG | mode_of(&s, 0o644), 0, who)
+                .mknod(dir, name, libc::S_IFREG | mode_of(&s, 0o644), 0, who)
             {
-                Ok(a) => apply_rest(&d, a, &s),
-                Err(Errno::EEXIST) => open_existing(&d, op.name, &s),
+                Ok(a) => apply_rest(d, a, &s),
+                Err(Errno::EEXIST) => open_existing(d, name, &s),
                 Err(e) => Err(status(e)),
             }
         }
         CreateHow::Guarded(s) => {
-            d.fs.mknod(dir, op.name, libc::S_IFREG | mode_of(&s, 0o644), 0, who)
+            d.fs.mknod(dir, name, libc::S_IFREG | mode_of(&s, 0o644), 0, who)
                 .map_err(status)
-                .and_then(|a| apply_rest(&d, a, &s))
+                .and_then(|a| apply_rest(d, a, &s))
         }
-        CreateHow::Exclusive(v) => create_exclusive(&d, op.name, v),
-    };
-    created(ctx, &d, op.name, res)
+        CreateHow::Exclusive(v) => create_exclusive(d, name, v),
+    }
 }
 
 /// UNCHECKED create of an existing name: the file is opened (and truncated if
@@ -233,36 +239,44 @@ fn with_dir(ctx: &Ctx<'_>, op: DirOp<'_>, f: impl FnOnce(&DirCtx) -> Result<Attr
 }
 
 pub fn mkdir(ctx: &Ctx<'_>, op: DirOp<'_>, s: &Sattr) -> Writer {
-    with_dir(ctx, op, |d| {
-        if d.reserved(op.name) {
-            return Err(NFS3ERR_EXIST);
-        }
-        let a =
-            d.fs.mkdir(d.pre.ino, op.name, mode_of(s, 0o755), d.node.user.caller())
-                .map_err(status)?;
-        apply_rest(d, a, s)
-    })
+    with_dir(ctx, op, |d| mkdir_in(d, op.name, s))
+}
+
+pub(crate) fn mkdir_in(d: &DirCtx, name: &[u8], s: &Sattr) -> Result<Attr, u32> {
+    if d.reserved(name) {
+        return Err(NFS3ERR_EXIST);
+    }
+    let a =
+        d.fs.mkdir(d.pre.ino, name, mode_of(s, 0o755), d.node.user.caller())
+            .map_err(status)?;
+    apply_rest(d, a, s)
 }
 
 pub fn symlink(ctx: &Ctx<'_>, op: DirOp<'_>, s: &Sattr, target: &[u8]) -> Writer {
-    with_dir(ctx, op, |d| {
-        if d.reserved(op.name) {
-            return Err(NFS3ERR_EXIST);
-        }
-        let a =
-            d.fs.symlink(d.pre.ino, op.name, target, d.node.user.caller())
-                .map_err(status)?;
-        let s = Sattr {
-            mode: None,
-            ..s.clone()
-        };
-        apply_rest(d, a, &s)
-    })
+    with_dir(ctx, op, |d| symlink_in(d, op.name, s, target))
+}
+
+pub(crate) fn symlink_in(d: &DirCtx, name: &[u8], s: &Sattr, target: &[u8]) -> Result<Attr, u32> {
+    if d.reserved(name) {
+        return Err(NFS3ERR_EXIST);
+    }
+    let a =
+        d.fs.symlink(d.pre.ino, name, target, d.node.user.caller())
+            .map_err(status)?;
+    let s = Sattr {
+        mode: None,
+        ..s.clone()
+    };
+    apply_rest(d, a, &s)
 }
 
 pub fn mknod(ctx: &Ctx<'_>, op: DirOp<'_>, what: MknodWhat) -> Writer {
-    with_dir(ctx, op, |d| {
-        if d.reserved(op.name) {
+    with_dir(ctx, op, |d| mknod_in(d, op.name, what))
+}
+
+pub(crate) fn mknod_in(d: &DirCtx, name: &[u8], what: MknodWhat) -> Result<Attr, u32> {
+    {
+        if d.reserved(name) {
             return Err(NFS3ERR_EXIST);
         }
         let (kind, s, rdev) = match what {
@@ -278,14 +292,14 @@ pub fn mknod(ctx: &Ctx<'_>, op: DirOp<'_>, what: MknodWhat) -> Writer {
         let a =
             d.fs.mknod(
                 d.pre.ino,
-                op.name,
+                name,
                 kind | mode_of(&s, 0o644),
                 rdev,
                 d.node.user.caller(),
             )
             .map_err(status)?;
         apply_rest(d, a, &s)
-    })
+    }
 }
 
 /// REMOVE (`dir` false) and RMDIR (`dir` true).
@@ -298,30 +312,33 @@ pub fn remove(ctx: &Ctx<'_>, op: DirOp<'_>, rmdir: bool) -> Writer {
             return w;
         }
     };
-    let res = (|| {
-        if d.reserved(op.name) {
-            return Err(NFS3ERR_ACCES);
-        }
-        if op.name != b"." && op.name != b".." {
-            let victim = d.fs.lookup(d.pre.ino, op.name).map_err(status)?;
-            if !d.may_delete(&victim) {
-                return Err(NFS3ERR_ACCES);
-            }
-        }
-        let r = if rmdir {
-            d.fs.rmdir(d.pre.ino, op.name)
-        } else {
-            d.fs.unlink(d.pre.ino, op.name)
-        };
-        r.map_err(status)?;
-        d.durable()
-    })();
+    let res = remove_in(&d, op.name, rmdir);
     w.u32(match res {
         Ok(()) => NFS3_OK,
         Err(s) => s,
     });
     d.wcc(&mut w);
     w
+}
+
+/// Remove `name` from `d` (a directory if `rmdir`) and make it durable.
+pub(crate) fn remove_in(d: &DirCtx, name: &[u8], rmdir: bool) -> Result<(), u32> {
+    if d.reserved(name) {
+        return Err(NFS3ERR_ACCES);
+    }
+    if name != b"." && name != b".." {
+        let victim = d.fs.lookup(d.pre.ino, name).map_err(status)?;
+        if !d.may_delete(&victim) {
+            return Err(NFS3ERR_ACCES);
+        }
+    }
+    let r = if rmdir {
+        d.fs.rmdir(d.pre.ino, name)
+    } else {
+        d.fs.unlink(d.pre.ino, name)
+    };
+    r.map_err(status)?;
+    d.durable()
 }
 
 fn same_fs(a: &Node, b: &Node) -> bool {
@@ -340,32 +357,7 @@ pub fn rename(ctx: &Ctx<'_>, from: DirOp<'_>, to: DirOp<'_>) -> Writer {
             return w;
         }
     };
-    let res = (|| {
-        if !same_fs(&f.node, &t.node) {
-            return Err(super::NFS3ERR_XDEV);
-        }
-        if f.reserved(from.name) || t.reserved(to.name) {
-            return Err(NFS3ERR_ACCES);
-        }
-        let victim = f.fs.lookup(f.pre.ino, from.name).map_err(status)?;
-        if !f.may_delete(&victim) {
-            return Err(NFS3ERR_ACCES);
-        }
-        if let Ok(old) = t.fs.lookup(t.pre.ino, to.name) {
-            if !t.may_delete(&old) {
-                return Err(NFS3ERR_ACCES);
-            }
-        }
-        f.fs.rename(
-            f.pre.ino,
-            from.name,
-            t.pre.ino,
-            to.name,
-            RenameMode::Replace,
-        )
-        .map_err(status)?;
-        f.durable()
-    })();
+    let res = rename_in(&f, from.name, &t, to.name);
     w.u32(match res {
         Ok(()) => NFS3_OK,
         Err(s) => s,
@@ -373,6 +365,41 @@ pub fn rename(ctx: &Ctx<'_>, from: DirOp<'_>, to: DirOp<'_>) -> Writer {
     f.wcc(&mut w);
     t.wcc(&mut w);
     w
+}
+
+/// Rename `fname` in `f` to `tname` in `t`, replacing it, durably.
+pub(crate) fn rename_in(f: &DirCtx, fname: &[u8], t: &DirCtx, tname: &[u8]) -> Result<(), u32> {
+    if !same_fs(&f.node, &t.node) {
+        return Err(super::NFS3ERR_XDEV);
+    }
+    if f.reserved(fname) || t.reserved(tname) {
+        return Err(NFS3ERR_ACCES);
+    }
+    let victim = f.fs.lookup(f.pre.ino, fname).map_err(status)?;
+    if !f.may_delete(&victim) {
+        return Err(NFS3ERR_ACCES);
+    }
+    if let Ok(old) = t.fs.lookup(t.pre.ino, tname) {
+        if !t.may_delete(&old) {
+            return Err(NFS3ERR_ACCES);
+        }
+    }
+    f.fs.rename(f.pre.ino, fname, t.pre.ino, tname, RenameMode::Replace)
+        .map_err(status)?;
+    f.durable()
+}
+
+/// Link `file` as `name` in `d`, durably.
+pub(crate) fn link_in(file: &Node, d: &DirCtx, name: &[u8]) -> Result<Attr, u32> {
+    if !same_fs(file, &d.node) {
+        return Err(NFS3ERR_XDEV);
+    }
+    if d.reserved(name) {
+        return Err(NFS3ERR_EXIST);
+    }
+    let (_, a) = file.obj()?;
+    let a = d.fs.link(a.ino, d.pre.ino, name).map_err(status)?;
+    d.durable().map(|()| a)
 }
 
 pub fn link(ctx: &Ctx<'_>, fh: &[u8], op: DirOp<'_>) -> Writer {
@@ -395,17 +422,7 @@ pub fn link(ctx: &Ctx<'_>, fh: &[u8], op: DirOp<'_>) -> Writer {
             return w;
         }
     };
-    let res = (|| {
-        if !same_fs(&file, &d.node) {
-            return Err(NFS3ERR_XDEV);
-        }
-        if d.reserved(op.name) {
-            return Err(NFS3ERR_EXIST);
-        }
-        let (_, a) = file.obj()?;
-        let a = d.fs.link(a.ino, d.pre.ino, op.name).map_err(status)?;
-        d.durable().map(|()| a)
-    })();
+    let res = link_in(&file, &d, op.name);
     match res {
         Ok(a) => {
             w.u32(NFS3_OK);

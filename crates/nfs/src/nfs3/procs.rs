@@ -76,7 +76,7 @@ fn getattr(ctx: &Ctx<'_>, fh: &[u8]) -> Writer {
 }
 
 /// May `user` make the changes of `s` to a node with attributes `a`?
-pub(super) fn check_setattr(a: &Attr, user: &User, s: &Sattr) -> Result<(), u32> {
+pub(crate) fn check_setattr(a: &Attr, user: &User, s: &Sattr) -> Result<(), u32> {
     let root = user.uid == 0;
     let owner = root || a.uid == user.uid;
     if s.uid.is_some_and(|u| u != a.uid) && !root {
@@ -102,7 +102,7 @@ pub(super) fn check_setattr(a: &Attr, user: &User, s: &Sattr) -> Result<(), u32>
     Ok(())
 }
 
-pub(super) fn to_setattr(s: &Sattr) -> SetAttr {
+pub(crate) fn to_setattr(s: &Sattr) -> SetAttr {
     SetAttr {
         mode: s.mode.map(|m| m & 0o7777),
         uid: s.uid,
@@ -152,7 +152,7 @@ fn setattr(ctx: &Ctx<'_>, fh: &[u8], s: &Sattr, guard: Option<cachalot_posix::Ti
 }
 
 /// The ACCESS bits `user` has on `a` (before masking).
-pub(super) fn access_bits(a: &Attr, user: &User, readonly: bool) -> u32 {
+pub(crate) fn access_bits(a: &Attr, user: &User, readonly: bool) -> u32 {
     let mut r = 0;
     if may_io(a, user, MAY_READ) {
         r |= ACCESS_READ;
@@ -224,7 +224,7 @@ fn readlink(ctx: &Ctx<'_>, fh: &[u8]) -> Writer {
 }
 
 /// Check that `n` is a regular file `user` may access with `want`.
-fn regular(n: &Node, want: u32) -> Result<(), u32> {
+pub(crate) fn regular(n: &Node, want: u32) -> Result<(), u32> {
     match &n.target {
         Target::Obj(_, a) if a.kind == FileKind::Regular => {
             if may_io(a, &n.user, want) {
@@ -247,15 +247,7 @@ fn read(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32) -> Writer {
             return w;
         }
     };
-    let res = regular(&n, MAY_READ).and_then(|()| {
-        let (fs, a) = n.obj()?;
-        let count = count.min(MAX_IO) as u64;
-        if off >= a.size {
-            return Ok(Vec::new());
-        }
-        let len = count.min(a.size - off) as usize;
-        fs.read(a.ino, off, len).map_err(status)
-    });
+    let res = read_in(&n, off, count);
     match res {
         Ok(data) => {
             let a = n.attr();
@@ -275,7 +267,48 @@ fn read(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32) -> Writer {
     w
 }
 
-const UNSTABLE: u32 = 0;
+/// Read up to `count` bytes (at most MAX_IO) of regular file `n` at `off`
+/// (NFSv3 READ and NFSv4 READ).
+pub(crate) fn read_in(n: &Node, off: u64, count: u32) -> Result<Vec<u8>, u32> {
+    regular(n, MAY_READ)?;
+    let (fs, a) = n.obj()?;
+    let count = count.min(MAX_IO) as u64;
+    if off >= a.size {
+        return Ok(Vec::new());
+    }
+    let len = count.min(a.size - off) as usize;
+    fs.read(a.ino, off, len).map_err(status)
+}
+
+/// Write `data` to regular file `n` at `off`; any `stable` but UNSTABLE
+/// returns after the dataset's intent log is durable (NFSv3 and NFSv4 WRITE).
+pub(crate) fn write_in(n: &Node, off: u64, stable: u32, data: &[u8]) -> Result<usize, u32> {
+    n.writable()?;
+    regular(n, MAY_WRITE)?;
+    if stable > FILE_SYNC {
+        return Err(NFS3ERR_INVAL);
+    }
+    let (fs, a) = n.obj()?;
+    // A write by anyone but root drops set-user/group-id bits (as the
+    // kernel asks over FUSE); asked only when there are some, because it
+    // rewrites the inode on every write.
+    let kill_suid = n.user.uid != 0 && a.mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+    fs.write(a.ino, off, data, kill_suid).map_err(status)?;
+    if stable != UNSTABLE {
+        fs.fsync().map_err(status)?;
+    }
+    Ok(data.len())
+}
+
+/// COMMIT: the dataset's intent log made durable (nothing to do read-only).
+pub(crate) fn commit_in(n: &Node) -> Result<(), u32> {
+    match n.obj() {
+        Ok((fs, _)) if n.writable().is_ok() => fs.fsync().map_err(status),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) const UNSTABLE: u32 = 0;
 const FILE_SYNC: u32 = 2;
 
 fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8]) -> Writer {
@@ -291,17 +324,7 @@ fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8
             if stable > FILE_SYNC || (count as usize) > data.len() {
                 return Err(NFS3ERR_INVAL);
             }
-            let (fs, a) = n.obj()?;
-            let data = &data[..count as usize];
-            // A write by anyone but root drops set-user/group-id bits (as the
-            // kernel asks over FUSE); asked only when there are some, because it
-            // rewrites the inode on every write.
-            let kill_suid = n.user.uid != 0 && a.mode & (libc::S_ISUID | libc::S_ISGID) != 0;
-            fs.write(a.ino, off, data, kill_suid).map_err(status)?;
-            if stable != UNSTABLE {
-                fs.fsync().map_err(status)?;
-            }
-            Ok(data.len())
+            write_in(&n, off, stable, &data[..count as usize])
         });
     let post = n.reload();
     let st = res.as_ref().map_or_else(|s| *s, |_| NFS3_OK);
@@ -324,10 +347,7 @@ fn commit(ctx: &Ctx<'_>, fh: &[u8]) -> Writer {
         return w;
     };
     let pre = n.attr();
-    let res = match n.obj() {
-        Ok((fs, _)) if n.writable().is_ok() => fs.fsync().map_err(status),
-        _ => Ok(()),
-    };
+    let res = commit_in(&n);
     let st = res.map_or_else(|s| s, |()| NFS3_OK);
     status_wcc(&mut w, st, pre.as_ref(), pre.as_ref(), n.fsid());
     if st == NFS3_OK {

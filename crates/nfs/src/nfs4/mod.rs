@@ -1,0 +1,329 @@
+//! NFS version 4.1 (RFC 8881) on the NFS port: program 100003 version 4, NULL
+//! and COMPOUND. This module runs a COMPOUND: it checks the minor version,
+//! decodes and runs its operations one at a time, and enforces the session
+//! rules; `state` holds clients, sessions and slots; `ops` decodes arguments.
+//!
+//! Invariants:
+//! - Only minor version 1 is served; any other COMPOUND is answered
+//!   MINOR_VERS_MISMATCH with no results (RFC 8881 section 16.2.3).
+//! - Processing stops at the first operation that fails; the reply holds the
+//!   results up to and including it, and its status is the COMPOUND's.
+//! - An operation number that does not exist is answered with OP_ILLEGAL and
+//!   NFS4ERR_OP_ILLEGAL; arguments that do not decode with NFS4ERR_BADXDR.
+//! - Outside a session only EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION,
+//!   BIND_CONN_TO_SESSION and DESTROY_CLIENTID run, each as the only
+//!   operation (NOT_ONLY_OP); anything else first is OP_NOT_IN_SESSION.
+//!   SEQUENCE anywhere but first is SEQUENCE_POS.
+//! - A COMPOUND that began with a new SEQUENCE stores its whole reply in its
+//!   slot (when asked to cache it), so a retry gets the same bytes: no
+//!   non-idempotent operation runs twice.
+
+pub mod attrs;
+pub mod client;
+pub mod consts;
+mod files;
+mod io;
+pub mod locks;
+pub mod ops;
+pub mod pseudo;
+pub mod state;
+
+use crate::nfs3::Ctx;
+use crate::rpc::RpcError;
+use crate::stats::Stats;
+use crate::xdr::{Reader, Writer};
+use consts::*;
+use ops::{Decoded, Op};
+use state::{Principal, SeqOutcome, SlotGuard, State};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One COMPOUND being run.
+pub struct Compound<'c, 'a> {
+    pub ctx: &'c Ctx<'a>,
+    pub st: &'c State,
+    /// The session of the SEQUENCE that opened the COMPOUND.
+    pub session: Option<Arc<state::Session>>,
+    /// The current and saved file handles.
+    pub cur: Option<pseudo::Fh>,
+    pub saved: Option<pseudo::Fh>,
+    /// The stateid the last operation produced (the "current stateid").
+    pub cur_sid: Option<ops::Stateid>,
+}
+
+fn args_hash(b: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+/// Operations that may run outside a session.
+fn sessionless(op: u32) -> bool {
+    matches!(
+        op,
+        OP_EXCHANGE_ID
+            | OP_CREATE_SESSION
+            | OP_DESTROY_SESSION
+            | OP_BIND_CONN_TO_SESSION
+            | OP_DESTROY_CLIENTID
+    )
+}
+
+/// Run a COMPOUND (`args` is COMPOUND4args); the result is COMPOUND4res.
+/// Only a header that does not decode is an RPC error (GARBAGE_ARGS).
+pub fn compound(
+    ctx: &Ctx<'_>,
+    st: &State,
+    stats: &Stats,
+    args: &[u8],
+) -> Result<Vec<u8>, RpcError> {
+    let mut r = Reader::new(args);
+    let (tag, minor, nops) = ops::header(&mut r)?;
+    let mut res = Writer::with_capacity(512);
+    let mut n = 0u32;
+    let mut status = NFS4_OK;
+    let finish = |status: u32, n: u32, res: &Writer| {
+        let mut w = Writer::with_capacity(res.len() + tag.len() + 16);
+        w.u32(status).opaque(tag).u32(n);
+        w.buf.extend_from_slice(&res.buf);
+        w.buf
+    };
+    if minor != 1 {
+        return Ok(finish(NFS4ERR_MINOR_VERS_MISMATCH, 0, &res));
+    }
+    let mut c = Compound {
+        ctx,
+        st,
+        session: None,
+        cur: None,
+        saved: None,
+        cur_sid: None,
+    };
+    st.expire();
+    let mut guard: Option<SlotGuard> = None;
+    let client = ctx.client.to_string();
+    for i in 0..nops {
+        let start = Instant::now();
+        *ctx.note.borrow_mut() = Default::default();
+        let (opnum, op) = match ops::decode(&mut r) {
+            Decoded::Op(num, op) => (num, op),
+            Decoded::Illegal => {
+                res.u32(OP_ILLEGAL).u32(NFS4ERR_OP_ILLEGAL);
+                (n, status) = (n + 1, NFS4ERR_OP_ILLEGAL);
+                break;
+            }
+            Decoded::BadXdr(num) => {
+                res.u32(num).u32(NFS4ERR_BADXDR);
+                if num == OP_SETATTR {
+                    res.u32(0);
+                }
+                (n, status) = (n + 1, NFS4ERR_BADXDR);
+                break;
+            }
+        };
+        res.u32(opnum);
+        let (st_op, body) = if i == 0 {
+            match op {
+                Op::Sequence(a) => match st.sequence(&a, nops, args_hash(args)) {
+                    SeqOutcome::Replay(reply) => return Ok(reply.to_vec()),
+                    SeqOutcome::Err(e) => (e, Writer::new()),
+                    SeqOutcome::New(g, sr) => {
+                        let mut w = Writer::new();
+                        w.fixed(&a.sessionid)
+                            .u32(a.sequenceid)
+                            .u32(a.slotid)
+                            .u32(sr.highest_slotid)
+                            .u32(sr.target_highest_slotid)
+                            .u32(sr.status_flags);
+                        c.session = Some(g.session.clone());
+                        guard = Some(g);
+                        (NFS4_OK, w)
+                    }
+                },
+                _ if !sessionless(opnum) => (NFS4ERR_OP_NOT_IN_SESSION, Writer::new()),
+                _ if nops > 1 => (NFS4ERR_NOT_ONLY_OP, Writer::new()),
+                op => c.run(opnum, op),
+            }
+        } else {
+            match op {
+                Op::Sequence(_) => (NFS4ERR_SEQUENCE_POS, Writer::new()),
+                Op::BindConnToSession { .. } => (NFS4ERR_NOT_ONLY_OP, Writer::new()),
+                op => c.run(opnum, op),
+            }
+        };
+        res.u32(st_op);
+        if st_op == NFS4_OK || opnum != OP_SETATTR {
+            res.buf.extend_from_slice(&body.buf);
+        } else {
+            res.u32(0);
+        }
+        n += 1;
+        let note = ctx.note.borrow().clone();
+        let share = note.share.as_deref().map(|s| (s, note.root));
+        if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
+            stats.name(share, root, *obj, *parent, name);
+        }
+        let name = format!("v4.{}", op_name(opnum));
+        stats.record(&client, share, &name, note.obj, note.bytes, start.elapsed());
+        if st_op != NFS4_OK {
+            status = st_op;
+            break;
+        }
+    }
+    let reply = finish(status, n, &res);
+    if let Some(g) = guard {
+        g.finish(&reply);
+    }
+    Ok(reply)
+}
+
+impl Compound<'_, '_> {
+    /// Run one operation: its status and the result after the status.
+    fn run(&mut self, opnum: u32, op: Op<'_>) -> (u32, Writer) {
+        let mut w = Writer::new();
+        let r = match op {
+            Op::ExchangeId(a) => self.exchange_id(&a, &mut w),
+            Op::CreateSession(a) => self
+                .st
+                .create_session(&a, Principal::from(self.ctx.cred))
+                .map(|b| w.buf = b),
+            Op::DestroySession(id) => self.st.destroy_session(&id),
+            Op::DestroyClientid(id) => self.st.destroy_clientid(id),
+            Op::BindConnToSession {
+                sessionid,
+                dir,
+                rdma,
+            } => self.bind_conn(&sessionid, dir, rdma, &mut w),
+            Op::ReclaimComplete(_one_fs) => match &self.session {
+                Some(s) => self.st.reclaim_complete(s.clientid),
+                None => Err(NFS4ERR_OP_NOT_IN_SESSION),
+            },
+            Op::Putrootfh | Op::Putpubfh => {
+                self.cur = Some(pseudo::Fh::Pseudo(String::new()));
+                Ok(())
+            }
+            Op::Putfh(fh) => self.putfh(fh),
+            Op::Getfh => self.getfh(&mut w),
+            Op::Savefh => self.savefh(),
+            Op::Restorefh => self.restorefh(),
+            Op::Lookup(name) => self.lookup(name),
+            Op::Lookupp => self.lookupp(),
+            Op::Access(mask) => self.access(mask, &mut w),
+            Op::Getattr(mask) => self.getattr(&mask, &mut w),
+            Op::Readlink => self.readlink(&mut w),
+            Op::Readdir {
+                cookie,
+                maxcount,
+                mask,
+                ..
+            } => self.readdir(cookie, maxcount, &mask, &mut w),
+            Op::SecinfoNoName(style) => self.secinfo(None, style, &mut w),
+            Op::Secinfo(name) => self.secinfo(Some(name), 0, &mut w),
+            Op::Open(a) => self.open(&a, &mut w),
+            Op::Close { stateid, .. } => self.close(&stateid, &mut w),
+            Op::OpenDowngrade {
+                stateid,
+                share_access,
+                share_deny,
+                ..
+            } => self.open_downgrade(&stateid, share_access, share_deny, &mut w),
+            Op::Read {
+                stateid,
+                offset,
+                count,
+            } => self.read(&stateid, offset, count, &mut w),
+            Op::Write {
+                stateid,
+                offset,
+                stable,
+                data,
+            } => self.write(&stateid, offset, stable, data, &mut w),
+            Op::Commit { .. } => self.commit(&mut w),
+            Op::Setattr { stateid, attrs } => self.setattr(&stateid, &attrs, &mut w),
+            Op::Create { kind, name, attrs } => self.create(&kind, name, &attrs, &mut w),
+            Op::Remove(name) => self.remove(name, &mut w),
+            Op::Rename { old, new } => self.rename(old, new, &mut w),
+            Op::Link(name) => self.link(name, &mut w),
+            Op::TestStateid(sids) => self.test_stateid(&sids, &mut w),
+            Op::FreeStateid(sid) => self.free_stateid(&sid),
+            Op::Lock {
+                locktype,
+                reclaim,
+                offset,
+                length,
+                locker,
+            } => self.lock(locktype, reclaim, offset, length, &locker, &mut w),
+            Op::Lockt {
+                locktype,
+                offset,
+                length,
+                owner,
+                ..
+            } => self.lockt(locktype, offset, length, owner, &mut w),
+            Op::Locku {
+                locktype,
+                stateid,
+                offset,
+                length,
+                ..
+            } => self.locku(locktype, &stateid, offset, length, &mut w),
+            // VERIFY and NVERIFY compare attributes; not offered yet.
+            Op::Verify(_) | Op::Nverify(_) => Err(NFS4ERR_NOTSUPP),
+            Op::Unsupported(op) => Err(unsupported(op)),
+            _ => Err(unsupported(opnum)),
+        };
+        match r {
+            Ok(()) => (NFS4_OK, w),
+            // LOCK and LOCKT describe the conflicting lock.
+            Err(NFS4ERR_DENIED) => (NFS4ERR_DENIED, w),
+            Err(e) => (e, Writer::new()),
+        }
+    }
+
+    fn exchange_id(&self, a: &ops::ExchangeIdArgs<'_>, w: &mut Writer) -> Result<(), u32> {
+        let addr = self.ctx.client.to_string();
+        let (id, seq, flags) = self
+            .st
+            .exchange_id(a, Principal::from(self.ctx.cred), &addr)?;
+        w.u64(id).u32(seq).u32(flags).u32(SP4_NONE);
+        // server_owner4 {so_minor_id, so_major_id}, server scope, impl id.
+        w.u64(0).opaque(&self.st.owner).opaque(&self.st.owner);
+        w.u32(1)
+            .opaque(b"cachalot.dev")
+            .opaque(b"cachalot nfs4.1")
+            .u64(0)
+            .u32(0);
+        Ok(())
+    }
+
+    fn bind_conn(&self, id: &[u8; 16], dir: u32, rdma: bool, w: &mut Writer) -> Result<(), u32> {
+        self.st.session(id).ok_or(NFS4ERR_BADSESSION)?;
+        if rdma {
+            return Err(NFS4ERR_INVAL);
+        }
+        // There is no back channel (no delegations): only the fore channel binds.
+        match dir {
+            CDFC4_FORE | CDFC4_FORE_OR_BOTH => {
+                w.fixed(id).u32(CDFS4_FORE).bool(false);
+                Ok(())
+            }
+            CDFC4_BACK | CDFC4_BACK_OR_BOTH => Err(NFS4ERR_INVAL),
+            _ => Err(NFS4ERR_INVAL),
+        }
+    }
+}
+
+/// The status of an operation the server does not implement.
+fn unsupported(op: u32) -> u32 {
+    match op {
+        // Delegations are never granted.
+        OP_DELEGPURGE | OP_DELEGRETURN | OP_WANT_DELEGATION => NFS4ERR_NOTSUPP,
+        OP_GET_DIR_DELEGATION => NFS4ERR_DIRDELEG_UNAVAIL,
+        // pNFS: not a metadata server.
+        OP_GETDEVICEINFO | OP_GETDEVICELIST | OP_LAYOUTCOMMIT | OP_LAYOUTRETURN => NFS4ERR_NOTSUPP,
+        OP_LAYOUTGET => NFS4ERR_LAYOUTUNAVAILABLE,
+        // NFSv4.0 operations a 4.1 client must not send (RFC 8881 section 18.51).
+        _ => NFS4ERR_NOTSUPP,
+    }
+}
