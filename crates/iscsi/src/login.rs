@@ -232,7 +232,12 @@ impl Login {
             }
             self.auth = Auth::Done;
         }
-        if may_transit && (nsg == OPERATIONAL || nsg == FULL_FEATURE) && !self.declared_mrdsl {
+        // Our MaxRecvDataSegmentLength is declared once, on leaving the operational
+        // stage (or the security stage straight into full feature phase, when there
+        // is no operational stage): open-iscsi fails a login whose security stage
+        // answer carries it ("can't accept MaxRecvDataSegmentLength in security
+        // stage"), and never logs in.
+        if may_transit && (csg == OPERATIONAL || nsg == FULL_FEATURE) && !self.declared_mrdsl {
             answers.push((
                 "MaxRecvDataSegmentLength".into(),
                 OUR_MAX_RECV_DATA.to_string(),

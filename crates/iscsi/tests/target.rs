@@ -156,6 +156,15 @@ impl Ini {
         if st != 0 {
             return Err(st);
         }
+        // No operational key in a security stage answer: open-iscsi refuses the
+        // login for a MaxRecvDataSegmentLength there.
+        let no_operational = |ans: &[(String, String)]| {
+            assert!(
+                !ans.iter().any(|(k, _)| k == "MaxRecvDataSegmentLength"),
+                "MaxRecvDataSegmentLength in the security stage: {ans:?}"
+            )
+        };
+        no_operational(&ans);
         if let Some((user, secret, mutual)) = chap {
             assert!(!transit, "no transit before CHAP");
             assert!(ans.iter().any(|(k, v)| k == "AuthMethod" && v == "CHAP"));
@@ -183,6 +192,7 @@ impl Ini {
                 return Err(st);
             }
             assert!(transit);
+            no_operational(&ans);
             if let Some((muser, msecret)) = mutual {
                 let get = |k: &str| {
                     ans.iter()
@@ -199,7 +209,7 @@ impl Ini {
             }
         }
         let dg = if digests { "CRC32C" } else { "None" };
-        let (st, transit, _) = self.login_step(
+        let (st, transit, ans) = self.login_step(
             1,
             3,
             true,
@@ -217,6 +227,10 @@ impl Ini {
             return Err(st);
         }
         assert!(transit);
+        assert!(
+            ans.iter().any(|(k, _)| k == "MaxRecvDataSegmentLength"),
+            "our MaxRecvDataSegmentLength declared in the operational stage: {ans:?}"
+        );
         self.digests = digests;
         Ok(())
     }
