@@ -286,12 +286,12 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             old,
             new,
         } => {
-            let new = absolute(Path::new(&new)).map(|p| p.to_string_lossy().into_owned())?;
             // OLD may be a missing device: absolute only if it names a path.
-            let old = if old.contains('/') || Path::new(&old).exists() {
-                absolute(Path::new(&old)).map(|p| p.to_string_lossy().into_owned())?
-            } else {
-                old
+            let old = device_arg(&old)?;
+            // No NEW: a new disk in OLD's place (the daemon maps a guid to its path).
+            let new = match new {
+                Some(n) => absolute(Path::new(&n)).map(|p| p.to_string_lossy().into_owned())?,
+                None => old.clone(),
             };
             let mut args = json!({"name": pool, "old": old, "new": new, "force": force});
             if let Some(s) = size {
@@ -299,7 +299,50 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             }
             ctx.call("pool.replace", args).map(drop)
         }
+        PoolCmd::Attach {
+            force,
+            size,
+            pool,
+            device,
+            new,
+        } => {
+            let new = absolute(Path::new(&new)).map(|p| p.to_string_lossy().into_owned())?;
+            let mut args =
+                json!({"name": pool, "device": device_arg(&device)?, "new": new, "force": force});
+            if let Some(s) = size {
+                args["size"] = json!(s);
+            }
+            ctx.call("pool.attach", args).map(drop)
+        }
+        PoolCmd::Detach { pool, device } => ctx
+            .call(
+                "pool.detach",
+                json!({"name": pool, "device": device_arg(&device)?}),
+            )
+            .map(drop),
+        PoolCmd::Offline { pool, device } => ctx
+            .call(
+                "pool.offline",
+                json!({"name": pool, "device": device_arg(&device)?}),
+            )
+            .map(drop),
+        PoolCmd::Online { pool, device } => ctx
+            .call(
+                "pool.online",
+                json!({"name": pool, "device": device_arg(&device)?}),
+            )
+            .map(drop),
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
+    }
+}
+
+/// A pool device named on the command line: a path (made absolute, it may be
+/// missing) or a guid.
+fn device_arg(dev: &str) -> Result<String, String> {
+    if dev.contains('/') || Path::new(dev).exists() {
+        absolute(Path::new(dev)).map(|p| p.to_string_lossy().into_owned())
+    } else {
+        Ok(dev.to_string())
     }
 }
 

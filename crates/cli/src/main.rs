@@ -230,8 +230,29 @@ pub enum PoolCmd {
         pool: String,
         /// The device to replace: its path (as `pool status` shows it) or guid
         old: String,
+        /// The new device; without it, a new disk at OLD's own path (the old
+        /// file was deleted or recreated)
+        new: Option<String>,
+    },
+    /// Mirror a device onto a new one (a single device becomes a mirror, or a
+    /// mirror gets wider) and resilver it
+    Attach {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Create the new device file as a sparse file of SIZE
+        #[arg(short = 's', value_name = "SIZE", value_parser = size_arg)]
+        size: Option<u64>,
+        pool: String,
+        /// A single device or a mirror child: its path or guid
+        device: String,
         new: String,
     },
+    /// Take a device out of its mirror
+    Detach { pool: String, device: String },
+    /// Stop all I/O to a device (kept across restarts) until `pool online`
+    Offline { pool: String, device: String },
+    /// Bring an offline or faulted device back (it is resilvered)
+    Online { pool: String, device: String },
     /// Commit a transaction group now
     #[command(hide = true)]
     Sync { pool: String },

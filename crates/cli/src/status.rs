@@ -66,11 +66,16 @@ fn resilver_line(sc: &Value) -> String {
                 .map(|d| d.as_secs())
                 .unwrap_or(0);
             let secs = now.saturating_sub(u(sc, "started")).max(1);
-            let rate = ex / secs;
             let pct = (ex as f64 * 100.0 / total.max(1) as f64).min(100.0);
+            // A resumed resilver's rate counts only what this run did.
+            let rate = ex.saturating_sub(u(sc, "resumed")) / secs;
             let eta = total.saturating_sub(ex).checked_div(rate).unwrap_or(0);
+            let resumed = match u(sc, "resumed") {
+                0 => String::new(),
+                r => format!(", resumed at {}", format_size(r)),
+            };
             format!(
-                "  scan: resilver in progress, {pct:.1}% done, {}/s, {} to go\n\t{} examined of {}, started {}\n",
+                "  scan: resilver in progress, {pct:.1}% done, {}/s, {} to go\n\t{} examined of {}, started {}{resumed}\n",
                 format_size(rate),
                 format_duration_ms(eta * 1000),
                 format_size(ex),
@@ -124,6 +129,9 @@ fn render_one(p: &Value) -> String {
     // The pool row carries the sums of its top-level vdevs; log devices follow
     // under "logs", as in zpool status.
     let all: Vec<Value> = p["devices"].as_array().cloned().unwrap_or_default();
+    let (spares, all): (Vec<Value>, Vec<Value>) = all
+        .into_iter()
+        .partition(|d| d["spare"].as_bool() == Some(true));
     let (logs, devs): (Vec<Value>, Vec<Value>) = all
         .into_iter()
         .partition(|d| d["log"].as_bool() == Some(true));
@@ -144,6 +152,19 @@ fn render_one(p: &Value) -> String {
             collect_rows(d, 1, &mut rows);
         }
     }
+    // Hot spares not in use, under "spares" (AVAIL, no counters).
+    if !spares.is_empty() {
+        rows.push((
+            "spares".to_string(),
+            serde_json::json!({"state": "", "read": "", "write": "", "cksum": ""}),
+        ));
+        for d in &spares {
+            rows.push((
+                format!("  {}", s(d, "name")),
+                serde_json::json!({"state": s(d, "state"), "read": "-"}),
+            ));
+        }
+    }
     let w = rows
         .iter()
         .map(|(n, _)| n.chars().count())
@@ -162,9 +183,14 @@ fn render_one(p: &Value) -> String {
         "NAME", "STATE", "READ", "WRITE", "CKSUM"
     ));
     for (name, d) in &rows {
-        if d["read"].is_string() {
-            // A section heading ("logs").
+        if d["read"] == "" {
+            // A section heading ("logs", "spares").
             o.push_str(&format!("\t{name}\n"));
+            continue;
+        }
+        if d["read"] == "-" {
+            // A spare: a state, no counters.
+            o.push_str(&format!("\t{name:<w$}  {}\n", s(d, "state")));
             continue;
         }
         o.push_str(&format!(

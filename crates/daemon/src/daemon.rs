@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
+mod devices;
 mod filesystems;
 pub mod iscsi;
 mod mounts;
@@ -100,6 +101,10 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.scrub", &["name", "wait"]),
     ("pool.add", &["name", "vdevs", "size", "force"]),
     ("pool.replace", &["name", "old", "new", "size", "force"]),
+    ("pool.attach", &["name", "device", "new", "size", "force"]),
+    ("pool.detach", &["name", "device"]),
+    ("pool.offline", &["name", "device"]),
+    ("pool.online", &["name", "device"]),
     ("pool.sync", &["name"]),
     (
         "debug.inject",
@@ -154,7 +159,9 @@ pub const OPS: &[(&str, &[&str])] = &[
 const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
 
 /// Vdev type words accepted in a vdev specification (besides device paths).
-const VDEV_TYPES: &[&str] = &["mirror", "raidz", "raidz1", "raidz2", "log", "cache"];
+const VDEV_TYPES: &[&str] = &[
+    "mirror", "raidz", "raidz1", "raidz2", "log", "cache", "spare",
+];
 
 /// Ops that change nothing (allowed over HTTP without a token).
 pub const READ_ONLY_OPS: &[&str] = &[
@@ -335,6 +342,10 @@ impl Daemon {
             "pool.scrub" => self.pool_scrub(&a),
             "pool.add" => self.pool_add(&a),
             "pool.replace" => self.pool_replace(&a),
+            "pool.attach" => self.pool_attach(&a),
+            "pool.detach" => self.pool_detach(&a),
+            "pool.offline" => self.pool_offline(&a, false),
+            "pool.online" => self.pool_offline(&a, true),
             "debug.inject" => self.debug_inject(&a),
             "pool.sync" => self.pool_sync(&a),
             "ds.create" => self.ds_create(&a),
@@ -474,7 +485,9 @@ impl Daemon {
         Ok(())
     }
 
-    fn parse_vdevs(&self, a: &Args) -> Result<Vec<VdevSpec>, String> {
+    /// The vdev words of create and add: vdev groups, and hot spares (`spare
+    /// PATH...`), none of them in use by any pool.
+    fn parse_vdevs(&self, a: &Args) -> Result<(Vec<VdevSpec>, Vec<PathBuf>), String> {
         let words = a.str_list("vdevs")?;
         if words.is_empty() {
             return Err("no devices given".into());
@@ -487,9 +500,29 @@ impl Daemon {
                 ));
             }
         }
-        let specs = parse_vdev_spec(&words).map_err(|e| e.to_string())?;
-        self.check_devices_free(&specs)?;
-        Ok(specs)
+        let (rest, spares) = cachalot_pool::split_spares(&words);
+        if spares.is_empty() && words.iter().any(|w| w == "spare") {
+            return Err("'spare' must be followed by devices".into());
+        }
+        let specs = if rest.is_empty() && !spares.is_empty() {
+            vec![]
+        } else {
+            parse_vdev_spec(&rest).map_err(|e| e.to_string())?
+        };
+        let mut all = specs.clone();
+        all.push(VdevSpec {
+            kind: cachalot_pool::VdevKind::Disk,
+            paths: spares.clone(),
+            log: false,
+        });
+        self.check_devices_free(&all)?;
+        let mut seen = std::collections::HashSet::new();
+        for p in all.iter().flat_map(|s| s.paths.iter()) {
+            if !seen.insert(canon(p)) {
+                return Err(format!("{}: device given more than once", p.display()));
+            }
+        }
+        Ok((specs, spares))
     }
 
     // ---- pools ----
@@ -511,8 +544,18 @@ impl Daemon {
         if self.pools.read().contains_key(&name) {
             return Err(format!("pool '{name}' already exists"));
         }
-        let specs = self.parse_vdevs(a)?;
+        let (specs, spares) = self.parse_vdevs(a)?;
+        if specs.is_empty() {
+            return Err("no vdevs given: spares alone make no pool".into());
+        }
         let store = Store::create(&name, &specs, &copts, &props, self.store_opts()).map_err(se)?;
+        if !spares.is_empty() {
+            if let Err(e) = store.change_devices(|p, next| p.add_spares(&spares, &copts, next)) {
+                // Refused spares: no pool either.
+                let _ = store.destroy_pool();
+                return Err(se(e));
+            }
+        }
         let record = PoolRecord {
             name: name.clone(),
             devices: store.pool().device_paths(),
@@ -767,13 +810,20 @@ impl Daemon {
         let name = a.str("name")?;
         let _g = self.admin.lock();
         let store = self.store(&name)?;
-        let specs = self.parse_vdevs(a)?;
+        let (specs, spares) = self.parse_vdevs(a)?;
         let copts = CreateOpts {
             ashift: store.pool().config().ashift,
             create_size: a.opt_size("size")?,
             force: a.bool("force")?,
         };
-        store.add_vdevs(&specs, &copts).map_err(se)?;
+        if !specs.is_empty() {
+            store.add_vdevs(&specs, &copts).map_err(se)?;
+        }
+        if !spares.is_empty() {
+            store
+                .change_devices(|p, next| p.add_spares(&spares, &copts, next))
+                .map_err(se)?;
+        }
         if let Some(slot) = self.pools.write().get_mut(&name) {
             slot.record.devices = store.pool().device_paths();
         }
@@ -782,21 +832,33 @@ impl Daemon {
         Ok(json!({ "name": name }))
     }
 
-    /// `pool replace POOL OLD NEW`: swap a mirror or raidz child and resilver.
+    /// `pool replace POOL OLD [NEW]`: swap a mirror or raidz child and resilver.
+    /// Without NEW (or NEW = OLD's path) a new disk took OLD's place.
     fn pool_replace(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let old = a.str("old")?;
-        let new = PathBuf::from(a.str("new")?);
+        let new_arg = a.opt_str("new")?.unwrap_or_else(|| old.clone());
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        // In place: OLD's own path is in use by this pool, by OLD; the pool
+        // checks the label to tell a new disk from the old one.
+        let in_place = store
+            .pool()
+            .leaf_path(&old)
+            .filter(|p| new_arg == old || canon(Path::new(&new_arg)) == canon(p));
+        let new = in_place.clone().unwrap_or_else(|| PathBuf::from(&new_arg));
         if !new.is_absolute() {
             return Err(format!("{}: not an absolute device path", new.display()));
         }
-        let _g = self.admin.lock();
-        let store = self.store(&name)?;
-        self.check_devices_free(&[VdevSpec {
-            kind: cachalot_pool::VdevKind::Disk,
-            paths: vec![new.clone()],
-            log: false,
-        }])?;
+        // A spare of this pool may be named by hand, as zpool allows.
+        let spare = store.pool().spare_paths().contains(&canon(&new));
+        if in_place.is_none() && !spare {
+            self.check_devices_free(&[VdevSpec {
+                kind: cachalot_pool::VdevKind::Disk,
+                paths: vec![new.clone()],
+                log: false,
+            }])?;
+        }
         let copts = CreateOpts {
             ashift: store.pool().config().ashift,
             create_size: a.opt_size("size")?,

@@ -7,10 +7,13 @@
 
 use crate::error::{Result, StoreError};
 use crate::store::Store;
+use cachalot_objects::BlockCache;
+use cachalot_pool::{BlkPtr, Pool, ScanPos};
+use parking_lot::Mutex;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct ScrubStatus {
@@ -20,6 +23,8 @@ pub struct ScrubStatus {
     pub kind: String,
     /// Copies or raidz columns written to replacement devices.
     pub resilvered: u64,
+    /// Bytes a resumed resilver skipped: rebuilt by the run a restart cut.
+    pub resumed: u64,
     pub examined: u64,
     pub total: u64,
     /// Bad copies found.
@@ -41,6 +46,7 @@ impl Default for ScrubStatus {
             state: "none".into(),
             kind: "scrub".into(),
             resilvered: 0,
+            resumed: 0,
             examined: 0,
             total: 0,
             errors: 0,
@@ -118,13 +124,17 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
                 }
                 !o.unrecoverable
             };
-            for root in roots {
-                if cachalot_objects::traverse(&cache, &root, &mut visit).is_err() {
-                    st.lock().unrecoverable += 1;
+            if st.lock().kind == "resilver" {
+                resilver(&pool, &cache, &roots, &st, &cancel, &mut visit);
+            } else {
+                for root in roots {
+                    if cachalot_objects::traverse(&cache, &root, &mut visit).is_err() {
+                        st.lock().unrecoverable += 1;
+                    }
                 }
-            }
-            for bp in pool.spacemap_blocks().unwrap_or_default() {
-                visit(&bp);
+                for bp in pool.spacemap_blocks().unwrap_or_default() {
+                    visit(&bp);
+                }
             }
             pool.hold_frees(false);
             let mut s = st.lock();
@@ -146,6 +156,91 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
         })
         .map_err(|e| StoreError::Invalid(format!("cannot start scrub: {e}")))?;
     Ok(())
+}
+
+/// How often a resilver records its position in the labels.
+const SAVE_POS_EVERY: Duration = Duration::from_secs(1);
+
+/// Order of a resilver: by first DVA, so the replacement is written sequentially;
+/// a block without one (embedded) comes last.
+fn scan_key(bp: &BlkPtr) -> ScanPos {
+    bp.dva_iter().next().map_or(
+        ScanPos {
+            vdev: u32::MAX,
+            offset: u64::MAX,
+        },
+        |d| ScanPos {
+            vdev: d.vdev,
+            offset: d.offset,
+        },
+    )
+}
+
+/// `CACHALOT_SCAN_RATE` (bytes per second): caps a resilver's pace, so it
+/// leaves the disks to the workload (and tests can catch one mid-way).
+fn scan_rate_limit() -> Option<u64> {
+    std::env::var("CACHALOT_SCAN_RATE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&r| r > 0)
+}
+
+/// A resilver: collect every block pointer of the committed tree, sort them by
+/// DVA and rebuild them in that order, skipping those before the position an
+/// interrupted run saved, and saving the position as it goes (every block
+/// before it is rebuilt and flushed: see `Pool::save_resilver_pos`).
+fn resilver(
+    pool: &Pool,
+    cache: &BlockCache,
+    roots: &[BlkPtr],
+    st: &Mutex<ScrubStatus>,
+    cancel: &AtomicBool,
+    visit: &mut dyn FnMut(&BlkPtr) -> bool,
+) {
+    let mut bps: Vec<BlkPtr> = Vec::new();
+    for root in roots {
+        let mut collect = |bp: &BlkPtr| {
+            bps.push(*bp);
+            !cancel.load(Ordering::Relaxed)
+        };
+        if cachalot_objects::traverse(cache, root, &mut collect).is_err() {
+            st.lock().unrecoverable += 1;
+        }
+    }
+    bps.extend(pool.spacemap_blocks().unwrap_or_default());
+    bps.sort_by_key(scan_key);
+    // Blocks shared by snapshots and clones are rebuilt once.
+    bps.dedup();
+    let resume = pool.resilver_resume_pos();
+    let limit = scan_rate_limit();
+    let t0 = Instant::now();
+    let mut last_save = Instant::now();
+    let mut done = 0u64;
+    for bp in &bps {
+        if cancel.load(Ordering::Relaxed) {
+            return;
+        }
+        let key = scan_key(bp);
+        if resume.is_some_and(|r| key < r) {
+            let mut s = st.lock();
+            s.examined += bp.asize_total();
+            s.resumed += bp.asize_total();
+            continue;
+        }
+        if last_save.elapsed() >= SAVE_POS_EVERY {
+            // Best effort: a lost position only means work done again.
+            let _ = pool.save_resilver_pos(key);
+            last_save = Instant::now();
+        }
+        visit(bp);
+        done += bp.asize_total();
+        if let Some(rate) = limit {
+            let due = Duration::from_secs_f64(done as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(t0.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
 }
 
 /// Stop a running scrub and wait for it.

@@ -193,6 +193,11 @@ impl Pool {
 
     pub(crate) fn rewrite_label_headers(&self) -> Result<()> {
         let cfg = self.config.read().clone();
+        self.write_label_headers(&cfg)
+    }
+
+    /// Write `cfg` into the label headers of every present device.
+    pub(crate) fn write_label_headers(&self, cfg: &PoolConfig) -> Result<()> {
         for t in self.vdevs.read().iter() {
             for l in &t.leaves {
                 if let Some(d) = &l.dev {
@@ -219,6 +224,15 @@ impl Pool {
                     }
                     d.flush()?;
                 }
+            }
+        }
+        // Spares too, so they can serve another pool without -f (best effort).
+        for p in self.spare_paths() {
+            if let Ok(d) = crate::device::FileDevice::open(&p) {
+                for off in label_offsets(d.size()) {
+                    let _ = d.write_at(&zeros, off);
+                }
+                let _ = d.flush();
             }
         }
         Ok(())

@@ -81,6 +81,10 @@ pub struct LeafFault {
     armed: AtomicBool,
     /// Set by diagnosis: no more I/O goes to the leaf.
     pub faulted: AtomicBool,
+    /// Set by `pool offline`: no I/O goes to the leaf until `pool online`.
+    pub offline: AtomicBool,
+    /// Set when the device's path vanished (REMOVED): no more I/O goes to it.
+    pub removed: AtomicBool,
     counter: AtomicU64,
 }
 
@@ -140,6 +144,33 @@ impl Pool {
             })?;
         leaf.fault.set(fault);
         Ok(())
+    }
+
+    /// Mark REMOVED every device whose path no longer exists (a file deleted,
+    /// a disk pulled): the open descriptor would go on working on a file no one
+    /// can see, and the operator must learn the device is gone. Returns the
+    /// paths newly marked.
+    pub fn probe_removed(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for t in self.vdevs.read().iter() {
+            for l in &t.leaves {
+                // Only real paths (simulated devices have none).
+                if l.dev.is_none() || l.fault.removed.load(Relaxed) || !l.path.is_absolute() {
+                    continue;
+                }
+                if matches!(std::fs::symlink_metadata(&l.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+                {
+                    l.fault.removed.store(true, Relaxed);
+                    out.push(l.path.display().to_string());
+                }
+            }
+        }
+        for p in &out {
+            self.add_notice(format!(
+                "{p} was removed: no more I/O goes to it (replace it)"
+            ));
+        }
+        out
     }
 
     /// Clear every injected fault (FAULTED marks stay: `pool replace` or an

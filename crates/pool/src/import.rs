@@ -169,6 +169,8 @@ impl Pool {
             ashift,
             config_txg: 1,
             vdevs: vec![],
+            resilver_from: None,
+            spares: vec![],
         };
         let mut tops = Vec::new();
         for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
@@ -368,13 +370,17 @@ impl Pool {
                 .iter()
                 .map(|c| {
                     let found = devs.iter().find(|(g, _, _)| *g == c.guid);
+                    let fault = crate::fault::LeafFault::default();
+                    fault
+                        .offline
+                        .store(c.offline, std::sync::atomic::Ordering::Relaxed);
                     Leaf {
                         guid: c.guid,
                         path: found.map(|f| f.2.clone()).unwrap_or_else(|| c.path.clone()),
                         dev: found.map(|f| f.1.clone()),
                         errors: ErrorCounters::default(),
                         resilvering: c.resilvering.into(),
-                        fault: Default::default(),
+                        fault,
                     }
                 })
                 .collect();

@@ -65,6 +65,9 @@ pub struct LeafConfig {
     /// and the resilver starts again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub resilvering: bool,
+    /// Taken offline by the operator (`pool offline`): no I/O until `pool online`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offline: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +93,21 @@ pub struct PoolConfig {
     /// Txg at which this configuration was written; the newest wins at import.
     pub config_txg: u64,
     pub vdevs: Vec<TopVdevConfig>,
+    /// Where an interrupted resilver continues (absent when none runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resilver_from: Option<ScanPos>,
+    /// Hot spares not in use (see `spares`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spares: Vec<LeafConfig>,
+}
+
+/// A position in a resilver's scan, which visits blocks in the order of their
+/// first DVA `(vdev, offset)`: every block before it has been rebuilt on the
+/// replacements and flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ScanPos {
+    pub vdev: u32,
+    pub offset: u64,
 }
 
 impl PoolConfig {
@@ -222,9 +240,15 @@ mod tests {
                         guid: 8,
                         path: "/tmp/a".into(),
                         resilvering: false,
+                        offline: false,
                     }],
                     log: false,
                 }],
+                resilver_from: Some(ScanPos {
+                    vdev: 0,
+                    offset: 1 << 20,
+                }),
+                spares: vec![],
             },
             leaf_guid: 8,
             top_id: 0,

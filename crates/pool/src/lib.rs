@@ -15,6 +15,7 @@ mod blockio;
 mod commit;
 pub mod compress;
 pub mod device;
+mod devices;
 pub mod error;
 pub mod fault;
 mod import;
@@ -26,6 +27,7 @@ pub mod rangeset;
 mod replace;
 pub mod spacemap;
 mod spacemap_sync;
+mod spares;
 pub mod vdev;
 mod vdev_spec;
 
@@ -34,8 +36,9 @@ pub use commit::verify_after_commit;
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
 pub use error::{PoolError, Result};
-pub use label::{PoolConfig, Uberblock, VdevKind};
+pub use label::{PoolConfig, ScanPos, Uberblock, VdevKind};
 pub use pool::{
     new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
     WriteOpts,
 };
+pub use spares::split_spares;

@@ -51,6 +51,9 @@ pub struct DeviceStatus {
     /// A separate intent-log device (shown under "logs").
     #[serde(default)]
     pub log: bool,
+    /// A hot spare not in use (shown under "spares").
+    #[serde(default)]
+    pub spare: bool,
 }
 
 /// The pool.
@@ -113,6 +116,7 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
                 guid: l.guid,
                 path: l.path.clone(),
                 resilvering: l.resilvering.load(Relaxed),
+                offline: l.is_offline(),
             })
             .collect(),
     }
@@ -144,13 +148,16 @@ impl Pool {
         self.suspended.lock().clone()
     }
 
-    /// Paths of all leaf devices.
+    /// Paths of all leaf devices and spares.
     pub fn device_paths(&self) -> Vec<PathBuf> {
-        self.vdevs
+        let mut v: Vec<PathBuf> = self
+            .vdevs
             .read()
             .iter()
             .flat_map(|t| t.leaves.iter().map(|l| l.path.clone()))
-            .collect()
+            .collect();
+        v.extend(self.spare_paths());
+        v
     }
 
     pub(crate) fn check_suspended(&self) -> Result<()> {
@@ -292,6 +299,7 @@ impl Pool {
             repaired: l.errors.repaired.load(Relaxed),
             children: vec![],
             log: false,
+            spare: false,
         };
         self.vdevs
             .read()
@@ -320,9 +328,21 @@ impl Pool {
                         repaired: children.iter().map(|c| c.repaired).sum(),
                         children,
                         log: t.log,
+                        spare: false,
                     }
                 }
             })
+            .chain(self.spare_paths().into_iter().map(|p| DeviceStatus {
+                name: p.display().to_string(),
+                state: "AVAIL".into(),
+                read: 0,
+                write: 0,
+                cksum: 0,
+                repaired: 0,
+                children: vec![],
+                log: false,
+                spare: true,
+            }))
             .collect()
     }
 

@@ -6,7 +6,10 @@
 //! column, rebuilt from the other children. `finish_resilver` clears the mark
 //! once a scan has completed without unrecoverable blocks. The mark is in the
 //! labels, so after a restart the device is still not trusted and the scan runs
-//! again.
+//! again, from the position the last run saved in the labels (`ScanPos`, see
+//! `save_resilver_pos`): a resilver visits blocks in DVA order, so every block
+//! before that position was rebuilt, and every block written since the
+//! replacement reached the new device directly.
 //!
 //! Invariants: a replacement is refused, with nothing changed, when the new
 //! device is smaller than the vdev needs, is already in the pool or carries another
@@ -16,7 +19,7 @@
 
 use crate::commit::{read_label, write_labels};
 use crate::error::{PoolError, Result};
-use crate::label::{leaf_data_size, LabelHeader, VdevKind};
+use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind};
 use crate::pool::{new_guid, top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{open_for_create, CreateOpts};
@@ -26,10 +29,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// A leaf carried over into a rebuilt vdev: same device, counters kept.
-fn carry(l: &Leaf) -> Leaf {
+pub(crate) fn carry(l: &Leaf) -> Leaf {
     let e = &l.errors;
     let fault = crate::fault::LeafFault::default();
-    fault.faulted.store(l.is_faulted(), Relaxed);
+    fault.faulted.store(l.fault.faulted.load(Relaxed), Relaxed);
+    fault.offline.store(l.is_offline(), Relaxed);
+    fault.removed.store(l.fault.removed.load(Relaxed), Relaxed);
     Leaf {
         guid: l.guid,
         path: l.path.clone(),
@@ -45,7 +50,7 @@ fn carry(l: &Leaf) -> Leaf {
     }
 }
 
-fn rebuilt(t: &TopVdev, leaves: Vec<Leaf>) -> TopVdev {
+pub(crate) fn rebuilt(t: &TopVdev, leaves: Vec<Leaf>) -> TopVdev {
     TopVdev {
         id: t.id,
         guid: t.guid,
@@ -60,7 +65,7 @@ fn rebuilt(t: &TopVdev, leaves: Vec<Leaf>) -> TopVdev {
 
 impl Pool {
     /// (top index, leaf index) of the device named by path, file name or guid.
-    fn find_leaf(&self, name: &str) -> Option<(usize, usize)> {
+    pub(crate) fn find_leaf(&self, name: &str) -> Option<(usize, usize)> {
         let canon = std::fs::canonicalize(name).ok();
         let tops = self.vdevs.read();
         for (ti, t) in tops.iter().enumerate() {
@@ -76,7 +81,14 @@ impl Pool {
         None
     }
 
-    /// Replace device `old` with `new` and mark it for resilvering. The caller
+    /// The path of the device named by path, file name or guid.
+    pub fn leaf_path(&self, name: &str) -> Option<std::path::PathBuf> {
+        let (ti, li) = self.find_leaf(name)?;
+        Some(self.vdevs.read()[ti].leaves[li].path.clone())
+    }
+
+    /// Replace device `old` with `new` (which may be `old`'s own path: a new
+    /// disk in its place) and mark it for resilvering. The caller
     /// holds off commits while this runs and then scans every block.
     pub fn replace_device(
         &self,
@@ -95,7 +107,12 @@ impl Pool {
         let top = self.vdevs.read()[ti].clone();
         check_replaceable(&top, li, old)?;
         let canon_new = std::fs::canonicalize(new).unwrap_or(new.to_path_buf());
-        if self.device_paths().contains(&canon_new) {
+        // In place: a new disk at the old one's path (zpool replace POOL OLD).
+        let old_leaf = &top.leaves[li];
+        let in_place = canon_new == old_leaf.path
+            || std::fs::canonicalize(&old_leaf.path).is_ok_and(|c| c == canon_new);
+        let spare = self.is_spare(&canon_new);
+        if !in_place && !spare && self.device_paths().contains(&canon_new) {
             return Err(PoolError::InvalidSpec(format!(
                 "{}: already part of pool '{pool}'",
                 new.display()
@@ -123,11 +140,22 @@ impl Pool {
         }
         if !opts.force {
             if let Some(h) = read_label(dev.as_ref()) {
-                return refuse(PoolError::InvalidSpec(format!(
-                    "{}: device is part of pool '{}' (use -f to overwrite)",
-                    new.display(),
-                    h.config.name
-                )));
+                // The label tells a new disk from the old one still in place.
+                if in_place && h.config.guid == self.guid() && h.leaf_guid == old_leaf.guid {
+                    return refuse(PoolError::InvalidSpec(format!(
+                        "{}: still the same device of pool '{pool}' (its label is intact): \
+                         put a new disk there first, or use -f to rebuild it in place",
+                        new.display()
+                    )));
+                }
+                let ours = h.config.guid == self.guid();
+                if !(spare && ours) {
+                    return refuse(PoolError::InvalidSpec(format!(
+                        "{}: device is part of pool '{}' (use -f to overwrite)",
+                        new.display(),
+                        h.config.name
+                    )));
+                }
             }
         }
         let mut leaves: Vec<Leaf> = top.leaves.iter().map(carry).collect();
@@ -143,6 +171,10 @@ impl Pool {
         let mut cfg = self.config.read().clone();
         cfg.config_txg = next_txg;
         cfg.vdevs[ti] = top_config(&new_top);
+        // A new replacement needs every block: a saved position no longer holds.
+        cfg.resilver_from = None;
+        // A spare taking over is a member from now on.
+        cfg.spares.retain(|s| s.path != new_top.leaves[li].path);
         let l = &new_top.leaves[li];
         let h = LabelHeader {
             config: cfg.clone(),
@@ -153,7 +185,11 @@ impl Pool {
         self.vdevs.write()[ti] = Arc::new(new_top);
         *self.config.write() = cfg;
         self.rewrite_label_headers()?;
-        self.add_notice(format!("{old} replaced by {}: resilvering", new.display()));
+        self.add_notice(if in_place {
+            format!("{old} replaced by a new device in place: resilvering")
+        } else {
+            format!("{old} replaced by {}: resilvering", new.display())
+        });
         Ok(())
     }
 
@@ -164,6 +200,30 @@ impl Pool {
             .iter()
             .flat_map(|t| t.leaves.iter())
             .any(|l| l.dev.is_some() && l.resilvering.load(Relaxed))
+    }
+
+    /// Where a resilver interrupted by a restart continues, if one is pending.
+    pub fn resilver_resume_pos(&self) -> Option<ScanPos> {
+        if !self.resilver_pending() {
+            return None;
+        }
+        self.config.read().resilver_from
+    }
+
+    /// Record that every block before `pos` (in the resilver's order) is
+    /// rebuilt: flush the replacements first, so the labels never claim more
+    /// than is durable. A crash while the labels are rewritten leaves the old
+    /// or the new position (labels go in pairs), both true.
+    pub fn save_resilver_pos(&self, pos: ScanPos) -> Result<()> {
+        for t in self.vdevs.read().iter() {
+            t.flush()?;
+        }
+        let mut w = self.config.write();
+        w.resilver_from = Some(pos);
+        // Held (read) while the labels are written: a concurrent configuration
+        // change waits, so it is never overwritten by this older copy.
+        let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
+        self.write_label_headers(&cfg)
     }
 
     /// A scan over every block completed: replacements hold every block now.
@@ -182,6 +242,7 @@ impl Pool {
         let mut cfg = self.config.read().clone();
         cfg.config_txg = cfg.config_txg.max(self.uberblock().txg) + 1;
         cfg.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
+        cfg.resilver_from = None;
         *self.config.write() = cfg;
         self.rewrite_label_headers()?;
         self.add_notice(format!("resilver finished: {}", done.join(", ")));

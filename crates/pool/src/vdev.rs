@@ -68,8 +68,13 @@ impl Leaf {
         self.dev.is_some() && !self.resilvering.load(Relaxed) && !self.is_faulted()
     }
 
+    /// FAULTED, REMOVED or OFFLINE: the leaf gets no I/O.
     pub fn is_faulted(&self) -> bool {
-        self.fault.faulted.load(Relaxed)
+        self.fault.faulted.load(Relaxed) || self.is_offline() || self.fault.removed.load(Relaxed)
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.fault.offline.load(Relaxed)
     }
 
     /// Count an I/O error; enough of them fault the leaf (no more I/O to it).
@@ -86,9 +91,14 @@ impl Leaf {
         }
     }
 
-    /// ONLINE, DEGRADED (many checksum errors), FAULTED, UNAVAIL, RESILVERING.
+    /// ONLINE, DEGRADED (many checksum errors), FAULTED, OFFLINE, REMOVED,
+    /// UNAVAIL, RESILVERING.
     pub fn state(&self) -> &'static str {
-        if self.dev.is_none() {
+        if self.is_offline() {
+            "OFFLINE"
+        } else if self.fault.removed.load(Relaxed) {
+            "REMOVED"
+        } else if self.dev.is_none() {
             "UNAVAIL"
         } else if self.is_faulted() {
             "FAULTED"

@@ -13,6 +13,7 @@
 //! dataset in the catalog has exactly one open handle, and every handle's id is in
 //! the catalog (`Store::verify`).
 
+mod devices;
 mod lifecycle;
 mod open;
 mod properties;

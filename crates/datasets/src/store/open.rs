@@ -79,11 +79,7 @@ impl Store {
         debug_assert_eq!(id, CATALOG_OBJECT);
         store.sync_txg()?;
         store.start_thread();
-        // A resilver interrupted by a restart runs again: the replacement is
-        // still marked untrusted in the labels.
-        if store.pool().resilver_pending() {
-            crate::scrub::start(store.clone())?;
-        }
+        super::devices::start_spare_watcher(&store);
         Ok(store)
     }
 
@@ -148,6 +144,12 @@ impl Store {
         store.replay_logs(ub.txg)?;
         store.clean_interrupted_receives()?;
         store.start_thread();
+        // A resilver cut by a restart or export continues (from the position
+        // saved in the labels): the replacement is still marked untrusted.
+        if store.pool().resilver_pending() {
+            crate::scrub::start(store.clone())?;
+        }
+        super::devices::start_spare_watcher(&store);
         Ok(store)
     }
 

@@ -1,0 +1,234 @@
+//! Device management on real files: the resilver position in the labels, in-place
+//! replace, attach/detach, offline/online and hot spares, with their refusals
+//! (each leaves the pool as it was).
+
+use cachalot_pool::{
+    parse_vdev_spec, split_spares, BlkPtr, BlockType, Compression, CreateOpts, Pool, ScanPos,
+    WriteOpts,
+};
+use std::path::{Path, PathBuf};
+
+const DEV_SIZE: u64 = 64 << 20;
+
+fn opts() -> CreateOpts {
+    CreateOpts {
+        create_size: Some(DEV_SIZE),
+        ..Default::default()
+    }
+}
+
+fn create(dir: &Path, words: &str) -> Pool {
+    let w: Vec<String> = words
+        .split(' ')
+        .map(|s| match s {
+            "mirror" | "raidz1" | "raidz2" => s.to_string(),
+            _ => dir.join(s).display().to_string(),
+        })
+        .collect();
+    Pool::create("p", &parse_vdev_spec(&w).unwrap(), &opts()).unwrap()
+}
+
+fn reopen(dir: &Path) -> Pool {
+    Pool::import(&[dir.to_path_buf()], Some("p")).unwrap()
+}
+
+/// Blocks of a few sizes, committed in txgs 1..=2.
+fn write_blocks(pool: &Pool) -> Vec<(BlkPtr, Vec<u8>)> {
+    let wo = WriteOpts {
+        compression: Compression::Off,
+        block_type: BlockType::Data,
+        level: 0,
+        fill: 1,
+    };
+    let mut out = Vec::new();
+    for txg in 1..=2u64 {
+        for (i, sz) in [4096usize, 20000, 131072].into_iter().enumerate() {
+            let data: Vec<u8> = (0..sz)
+                .map(|j| (j as u64 * 31 + txg + i as u64) as u8)
+                .collect();
+            out.push((pool.write_block(txg, &data, wo).unwrap(), data));
+        }
+        pool.commit(txg, out[0].0).unwrap();
+    }
+    out
+}
+
+fn scan(pool: &Pool, blocks: &[(BlkPtr, Vec<u8>)]) {
+    for (bp, _) in blocks {
+        assert!(!pool.scrub_block(bp).unrecoverable);
+    }
+    for bp in pool.spacemap_blocks().unwrap() {
+        assert!(!pool.scrub_block(&bp).unrecoverable);
+    }
+}
+
+fn state(pool: &Pool, file: &str) -> String {
+    let all = pool.device_status();
+    let rows = all
+        .iter()
+        .flat_map(|d| std::iter::once(d).chain(d.children.iter()));
+    rows.filter(|d| d.name.ends_with(&format!("/{file}")))
+        .map(|d| d.state.clone())
+        .next()
+        .unwrap_or_default()
+}
+
+fn name(dir: &Path, f: &str) -> String {
+    dir.join(f).display().to_string()
+}
+
+#[test]
+fn resilver_position_survives_reopen_and_is_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create(dir.path(), "raidz1 a b c");
+    write_blocks(&pool);
+    let new = dir.path().join("n");
+    pool.replace_device(&name(dir.path(), "b"), &new, &opts(), 3)
+        .unwrap();
+    assert_eq!(pool.resilver_resume_pos(), None);
+    let pos = ScanPos {
+        vdev: 0,
+        offset: 1 << 20,
+    };
+    pool.save_resilver_pos(pos).unwrap();
+    drop(pool);
+    std::fs::remove_file(dir.path().join("b")).unwrap();
+    let pool = reopen(dir.path());
+    assert_eq!(pool.resilver_resume_pos(), Some(pos));
+    pool.finish_resilver().unwrap();
+    assert_eq!(pool.resilver_resume_pos(), None);
+    drop(pool);
+    assert_eq!(reopen(dir.path()).config().resilver_from, None);
+}
+
+#[test]
+fn in_place_replace_needs_a_new_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create(dir.path(), "mirror a b");
+    let blocks = write_blocks(&pool);
+    let b = dir.path().join("b");
+    let e = pool
+        .replace_device(&name(dir.path(), "b"), &b, &opts(), 3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("still the same device"), "{e}");
+    assert_eq!(state(&pool, "b"), "ONLINE");
+    // A new (empty) file at the same path is taken.
+    std::fs::remove_file(&b).unwrap();
+    pool.replace_device(&name(dir.path(), "b"), &b, &opts(), 3)
+        .unwrap();
+    assert_eq!(state(&pool, "b"), "RESILVERING");
+    scan(&pool, &blocks);
+    pool.finish_resilver().unwrap();
+    assert_eq!(state(&pool, "b"), "ONLINE");
+}
+
+#[test]
+fn attach_detach_offline_online() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create(dir.path(), "a raidz1 c d e");
+    let blocks = write_blocks(&pool);
+    let a = name(dir.path(), "a");
+    // Refusals, each changing nothing.
+    let e = pool
+        .attach_device(&name(dir.path(), "c"), &dir.path().join("x"), &opts(), 3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot attach"), "{e}");
+    assert!(!dir.path().join("x").exists());
+    let small = CreateOpts {
+        create_size: Some(40 << 20),
+        ..Default::default()
+    };
+    let e = pool
+        .attach_device(&a, &dir.path().join("s"), &small, 3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("too small"), "{e}");
+    assert!(!dir.path().join("s").exists());
+    let e = pool.detach_device(&a, 3).unwrap_err().to_string();
+    assert!(e.contains("only a mirror"), "{e}");
+    assert!(pool.offline_device(&a, 3).is_err());
+    pool.offline_device(&name(dir.path(), "c"), 3).unwrap();
+    let e = pool
+        .offline_device(&name(dir.path(), "d"), 3)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("survives at most 1"), "{e}");
+    assert_eq!(state(&pool, "c"), "OFFLINE");
+    assert_eq!(state(&pool, "d"), "ONLINE");
+    assert_eq!(pool.health(), "DEGRADED");
+    for (bp, data) in &blocks {
+        assert_eq!(&pool.read_block(bp).unwrap(), data);
+    }
+    // Attach: a becomes a mirror with b.
+    pool.attach_device(&a, &dir.path().join("b"), &opts(), 3)
+        .unwrap();
+    assert_eq!(state(&pool, "b"), "RESILVERING");
+    assert!(pool.online_device(&name(dir.path(), "c"), 3).unwrap());
+    assert_eq!(state(&pool, "c"), "RESILVERING");
+    scan(&pool, &blocks);
+    pool.finish_resilver().unwrap();
+    assert_eq!(pool.health(), "ONLINE");
+    pool.commit(3, blocks[0].0).unwrap();
+    pool.flush_all().unwrap();
+    drop(pool);
+    // Offline is kept across an import.
+    let pool = reopen(dir.path());
+    assert_eq!(state(&pool, "b"), "ONLINE");
+    pool.offline_device(&name(dir.path(), "b"), 4).unwrap();
+    let e = pool.detach_device(&a, 4).unwrap_err().to_string();
+    assert!(e.contains("last good device"), "{e}");
+    drop(pool);
+    let pool = reopen(dir.path());
+    assert_eq!(state(&pool, "b"), "OFFLINE");
+    // Detach a: b alone holds the data after its resilver.
+    pool.online_device(&name(dir.path(), "b"), 5).unwrap();
+    scan(&pool, &blocks);
+    pool.finish_resilver().unwrap();
+    pool.detach_device(&a, 5).unwrap();
+    assert!(pool.device_status()[0].children.is_empty());
+    pool.commit(5, blocks[0].0).unwrap();
+    pool.flush_all().unwrap();
+    drop(pool);
+    std::fs::remove_file(dir.path().join("a")).unwrap();
+    let pool = reopen(dir.path());
+    assert_eq!(pool.health(), "ONLINE");
+    for (bp, data) in &blocks {
+        assert_eq!(&pool.read_block(bp).unwrap(), data);
+    }
+}
+
+#[test]
+fn a_spare_replaces_a_faulted_device() {
+    use cachalot_pool::fault::Fault;
+    let dir = tempfile::tempdir().unwrap();
+    let w = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    let (rest, spares) = split_spares(&w("raidz1 a b c spare s"));
+    assert_eq!(rest, w("raidz1 a b c"));
+    let pool = create(dir.path(), "raidz1 a b c");
+    let spares: Vec<PathBuf> = spares.iter().map(|s| dir.path().join(s)).collect();
+    pool.add_spares(&spares, &opts(), 3).unwrap();
+    assert_eq!(state(&pool, "s"), "AVAIL");
+    assert!(pool.add_spares(&spares, &opts(), 3).is_err());
+    let blocks = write_blocks(&pool);
+    assert!(!pool.spare_needed());
+    assert_eq!(pool.activate_spare(3).unwrap(), None);
+    pool.inject_fault("b", Some(Fault::parse("all", "eio", 100).unwrap()))
+        .unwrap();
+    for _ in 0..10 {
+        for (bp, _) in &blocks {
+            let _ = pool.scrub_block(bp);
+        }
+    }
+    assert_eq!(state(&pool, "b"), "FAULTED");
+    assert!(pool.spare_needed());
+    let msg = pool.activate_spare(3).unwrap().unwrap();
+    assert!(msg.contains("hot spare"), "{msg}");
+    assert_eq!(state(&pool, "s"), "RESILVERING");
+    assert_eq!(state(&pool, "b"), "");
+    assert!(pool.spare_paths().is_empty());
+    scan(&pool, &blocks);
+    pool.finish_resilver().unwrap();
+    assert_eq!(pool.health(), "ONLINE");
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# timeout: 120
+# kill -9 of the daemon mid-resilver: after the restart the resilver continues
+# from the position saved in the labels (status says "resumed at" a non-zero
+# size, and its first progress is already past it), then completes; scrub finds
+# 0 errors, the pool is ONLINE and the data reads back, also with another
+# device lost to noise (so the replacement holds real columns).
+# The resilver is slowed with CACHALOT_SCAN_RATE so the kill lands mid-way.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TMP=$(mktmp)
+C=$CACHALOT
+LEN=$((24 * 1024 * 1024))
+
+# pct STATUS: the resilver's "N.N% done" as an integer, or -1.
+pct() { sed -n 's/.*resilver in progress, \([0-9]*\)\.[0-9]*% done.*/\1/p' <<<"$1" | grep . || echo -1; }
+
+export CACHALOT_SCAN_RATE=$((10 * 1024 * 1024))
+start_daemon
+
+D=("$TMP/d0" "$TMP/d1" "$TMP/d2")
+assert_ok "$C" pool create -s 256M rz raidz1 "${D[@]}"
+assert_ok "$C" create -o compression=off rz/d
+objs=()
+for seed in 41 42 43; do
+    o=$(assert_ok "$C" debug create rz/d)
+    assert_ok "$C" debug write rz/d "$o" --seed "$seed" --len "$LEN"
+    objs+=("$o:$seed")
+done
+assert_ok "$C" debug fsync rz/d
+assert_ok "$C" pool export rz
+rm "${D[1]}"
+assert_ok "$C" pool import -d "$TMP" rz
+
+note "replace d1, kill -9 once the resilver is about 40% through"
+assert_ok "$C" pool replace -s 256M rz "${D[1]}" "$TMP/n1"
+p=-1
+for ((i = 0; i < 200; i++)); do
+    st=$(assert_ok "$C" pool status rz)
+    p=$(pct "$st")
+    ((p >= 40)) && break
+    sleep 0.1
+done
+echo "$st"
+((p >= 40 && p < 95)) || fail "resilver not caught mid-way (at $p%)"
+kill9_daemon
+
+note "restart: the resilver continues from the saved position"
+start_daemon
+# The resumed scan first collects the block pointers, then skips what is done.
+for ((i = 0; i < 100; i++)); do
+    st=$(assert_ok "$C" pool status rz)
+    grep -q "resumed at" <<<"$st" && break
+    sleep 0.1
+done
+echo "$st"
+assert_contains "$st" "resilver in progress"
+assert_contains "$st" "resumed at"
+p2=$(pct "$st")
+((p2 >= 20)) || fail "the resumed resilver starts at $p2%, not near where it was cut ($p%)"
+for ((i = 0; i < 300; i++)); do
+    st=$("$C" pool status rz)
+    grep -q "resilver in progress\|RESILVERING" <<<"$st" || break
+    sleep 0.2
+done
+echo "$st"
+assert_contains "$st" "resilvered"
+assert_ok "$C" pool scrub -w rz
+st=$(assert_ok "$C" pool status rz)
+echo "$st"
+assert_contains "$st" "state: ONLINE"
+assert_contains "$st" "with 0 errors"
+
+note "the replacement holds real columns: d0 lost to noise"
+assert_ok "$C" pool export rz
+head -c $((200 * 1024 * 1024)) /dev/urandom | dd of="${D[0]}" bs=1M seek=1 conv=notrunc status=none
+assert_ok "$C" pool import -d "$TMP" rz
+for os in "${objs[@]}"; do
+    assert_ok "$C" debug read rz/d "${os%%:*}" --seed "${os##*:}" --len "$LEN" >/dev/null
+done
+assert_ok "$C" pool destroy rz
+stop_daemon
