@@ -7,21 +7,26 @@
 //!   accepted because they free space. A destroyed dataset refuses everything.
 //! - Every write and truncate is applied and logged (intent log itx) under the
 //!   object set's txg hold, so the itx's txg is the txg holding the change.
-//! - `fsync` returns only when everything written before it is durable: through
-//!   the intent log when only data changed, through a txg commit when objects were
-//!   created or deleted or a `Tx` changed structure since the last commit (those
-//!   are not logged). `sync=disabled` makes fsync return at once (documented: data
-//!   then reaches disk with the next commit); `sync=always` makes every write
-//!   durable before it returns.
-//! - Bonus updates outside a `Tx` (`set_bonus`: times, sizes kept by the layer
-//!   above) are neither logged nor forcing: they commit with the next txg.
+//! - Every change is logged: writes, truncates, punches, object creation and
+//!   deletion, bonus updates, and the changes of a `Tx` as one atomic group
+//!   (pushed when the `Tx` ends, still inside its txg hold). So `fsync` returns
+//!   once the intent log is durable, whatever changed: a rename or a create costs
+//!   one log write, not a txg. Only changes made while `sync=disabled` (not
+//!   logged) make the next fsync commit a txg (`meta_txg`).
+//! - A `Tx` logs a write as the bytes it changes (`changed_span`): replay applies
+//!   records in order on the committed tree, so the unchanged bytes are already
+//!   what they were. A directory insert logs its entry and the bucket header, not
+//!   the whole 16 KiB bucket.
+//! - `sync=disabled` makes fsync return at once (documented: data then reaches
+//!   disk with the next commit); `sync=always` makes every write durable before
+//!   it returns.
 
 use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use cachalot_objects::zil::{CommitOutcome, Record};
 use cachalot_objects::{ObjectInfo, ObjectSet};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -57,7 +62,8 @@ pub struct Dataset {
     store: Weak<Store>,
     destroyed: AtomicBool,
     users: AtomicU64,
-    /// Highest txg in which objects were created/deleted or a `Tx` ran.
+    /// Highest txg holding a change that was not logged (made while
+    /// sync=disabled): an fsync must commit it as a txg.
     meta_txg: AtomicU64,
     sync: AtomicU8,
     /// A snapshot's contents: every change is refused.
@@ -184,6 +190,31 @@ impl Dataset {
             .fetch_max(self.objset.open_txg(), Ordering::AcqRel);
     }
 
+    /// Log `recs` (one atomic group) as changes of the open txg, or, when the
+    /// policy logs nothing, note that an fsync must commit a txg. Called inside
+    /// the txg hold that covers the changes.
+    fn log_changes(&self, recs: Vec<Record>) {
+        if recs.is_empty() {
+            return;
+        }
+        if self.sync_policy() == SyncPolicy::Disabled {
+            self.note_meta();
+        } else {
+            self.objset.zil().log_group(self.objset.open_txg(), recs);
+        }
+    }
+
+    /// `Create` record of object `obj` just created.
+    fn create_record(&self, obj: u64) -> Result<Record> {
+        let info = self.objset.info(obj)?;
+        Ok(Record::Create {
+            obj,
+            otype: info.otype,
+            blksz: info.blksz,
+            gen: info.gen,
+        })
+    }
+
     /// Space check, with one commit of pending dirty data before giving up.
     fn reserve(&self, s: &Store, bytes: u64) -> Result<()> {
         if let Err(e) = s.check_space(self.id, bytes) {
@@ -209,8 +240,9 @@ impl Dataset {
     pub fn create_object(&self) -> Result<u64> {
         let s = self.store_rw()?;
         self.reserve(&s, 512)?;
+        let _txg = self.objset.hold_txg();
         let id = self.objset.create_object(OTYPE_PLAIN)?;
-        self.note_meta();
+        self.log_changes(vec![self.create_record(id)?]);
         Ok(id)
     }
 
@@ -254,15 +286,9 @@ impl Dataset {
 
     /// Make `[off, off + len)` of object `obj` read as zeros; whole records
     /// become holes whose blocks are freed at the next commit (a volume's discard).
-    ///
-    /// Durability: the punch is not written to the intent log. Instead it marks
-    /// the dataset as structurally changed (`note_meta`), so the next `fsync`
-    /// commits a transaction group rather than only the log. Chosen over a new
-    /// log record because discards come rarely and in batches (mkfs, fstrim, a
-    /// file system's delete), a txg commit at the following flush costs little
-    /// for them, and it leaves the log's on-disk format unchanged. A crash before
-    /// that flush loses the punch (the range reads its old data), as it may lose
-    /// any write that was not flushed. `sync=always` commits at once.
+    /// Logged as a `Punch` record, so the next `fsync` writes the log only; a
+    /// crash before that fsync may lose the punch (the range reads its old
+    /// data), as it may lose any write that was not flushed.
     pub fn punch(&self, obj: u64, off: u64, len: u64) -> Result<()> {
         let s = self.store_rw()?;
         s.throttle()?;
@@ -270,12 +296,11 @@ impl Dataset {
         {
             let _txg = self.objset.hold_txg();
             self.objset.punch(obj, off, len)?;
-            // Inside the hold: the txg noted is the one holding the punch.
-            self.note_meta();
+            self.log_changes(vec![Record::Punch { obj, off, len }]);
         }
         s.dirty.fetch_add(4096, Ordering::Relaxed);
         if self.sync_policy() == SyncPolicy::Always {
-            s.sync()?;
+            self.commit_log(&s)?;
         }
         self.ops.record(&[&self.name(), "punch"], len, t0.elapsed());
         Ok(())
@@ -354,8 +379,9 @@ impl Dataset {
 
     pub fn delete_object(&self, obj: u64) -> Result<()> {
         self.store_rw()?;
+        let _txg = self.objset.hold_txg();
         self.objset.delete_object(obj)?;
-        self.note_meta();
+        self.log_changes(vec![Record::Delete { obj }]);
         Ok(())
     }
 
@@ -369,18 +395,21 @@ impl Dataset {
         Ok(self.objset.info(obj)?)
     }
 
-    /// Replace an object's bonus bytes (up to 320: attributes of the layer above).
-    /// Not logged: it reaches disk with the next txg (use a `Tx` for changes that
-    /// fsync must make durable).
+    /// Replace an object's bonus bytes (up to 320: attributes of the layer above),
+    /// logged, so the next fsync makes it durable (an mtime, a dropped suid bit).
     pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
         self.store_rw()?;
-        Ok(self.objset.set_bonus(obj, bonus)?)
+        let _txg = self.objset.hold_txg();
+        self.objset.set_bonus(obj, bonus)?;
+        self.log_changes(vec![bonus_record(obj, bonus)]);
+        Ok(())
     }
 
     /// Start a transaction for a multi-object change (a rename touches two
     /// directories and an inode): space is checked and the writer throttled first,
-    /// then every change made through the `Tx` lands in the same txg. A later
-    /// fsync of this dataset commits that txg.
+    /// then every change made through the `Tx` lands in the same txg, and is
+    /// logged as one atomic group when the `Tx` ends. A later fsync of this
+    /// dataset writes that group to the intent log.
     pub fn begin(&self, bytes: u64) -> Result<Tx<'_>> {
         let s = self.store_rw()?;
         if bytes > 0 {
@@ -390,6 +419,7 @@ impl Dataset {
         Ok(Tx {
             ds: self,
             store: s,
+            log: Mutex::new(Vec::new()),
             _txg: self.objset.hold_txg(),
         })
     }
@@ -431,25 +461,69 @@ impl Dataset {
     }
 }
 
+/// A `Bonus` record: the bonus without its trailing zeros (`set_bonus` pads
+/// with zeros, so they need not be logged).
+fn bonus_record(obj: u64, bonus: &[u8]) -> Record {
+    let len = bonus.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+    Record::Bonus {
+        obj,
+        data: bonus[..len].into(),
+    }
+}
+
+/// The part of `new`, about to be written where `old` is (`old` may be shorter:
+/// the object ends there), that changes anything: `(start, end)` offsets in
+/// `new`, or `None` if nothing changes. Bytes past the end of `old` always count
+/// (writing them grows the object), so the logged write ends where the real one
+/// does and replays the same size and block-size growth.
+fn changed_span(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
+    let end = if new.len() > old.len() {
+        new.len()
+    } else {
+        new.iter().zip(old).rposition(|(a, b)| a != b)? + 1
+    };
+    let start = new
+        .iter()
+        .zip(old)
+        .position(|(a, b)| a != b)
+        .unwrap_or(old.len())
+        .min(end);
+    Some((start, end))
+}
+
 /// A group of changes to one dataset that commit together (see `Dataset::begin`).
 pub struct Tx<'a> {
     ds: &'a Dataset,
     store: Arc<Store>,
+    /// The changes made so far, logged as one group when the `Tx` ends.
+    log: Mutex<Vec<Record>>,
     _txg: parking_lot::RwLockReadGuard<'a, ()>,
 }
 
 impl Tx<'_> {
     pub fn create_object(&self) -> Result<u64> {
-        Ok(self.ds.objset.create_object(OTYPE_PLAIN)?)
+        let obj = self.ds.objset.create_object(OTYPE_PLAIN)?;
+        self.log.lock().push(self.ds.create_record(obj)?);
+        Ok(obj)
     }
     pub fn delete_object(&self, obj: u64) -> Result<()> {
-        Ok(self.ds.objset.delete_object(obj)?)
+        self.ds.objset.delete_object(obj)?;
+        self.log.lock().push(Record::Delete { obj });
+        Ok(())
     }
     pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
+        let old = self.ds.objset.read(obj, off, data.len())?;
         self.ds.objset.write(obj, off, data)?;
         self.store
             .dirty
             .fetch_add(data.len() as u64, Ordering::Relaxed);
+        if let Some((a, b)) = changed_span(&old, data) {
+            self.log.lock().push(Record::Write {
+                obj,
+                off: off + a as u64,
+                data: data[a..b].into(),
+            });
+        }
         Ok(())
     }
     pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {
@@ -460,10 +534,13 @@ impl Tx<'_> {
         }
         self.ds.objset.truncate(obj, size)?;
         self.store.dirty.fetch_add(4096, Ordering::Relaxed);
+        self.log.lock().push(Record::Truncate { obj, size });
         Ok(())
     }
     pub fn set_bonus(&self, obj: u64, bonus: &[u8]) -> Result<()> {
-        Ok(self.ds.objset.set_bonus(obj, bonus)?)
+        self.ds.objset.set_bonus(obj, bonus)?;
+        self.log.lock().push(bonus_record(obj, bonus));
+        Ok(())
     }
     pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
         Ok(self.ds.objset.read(obj, off, len)?)
@@ -475,7 +552,25 @@ impl Tx<'_> {
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
-        // Still inside the txg hold: the txg read here is the one holding the changes.
-        self.ds.note_meta();
+        // Still inside the txg hold: the group's txg is the one holding the
+        // changes, and no commit can start between the changes and their itxs.
+        let recs = std::mem::take(&mut *self.log.lock());
+        self.ds.log_changes(recs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::changed_span;
+
+    #[test]
+    fn changed_span_covers_every_changed_byte_and_the_growth() {
+        assert_eq!(changed_span(b"abcdef", b"abcdef"), None);
+        assert_eq!(changed_span(b"abcdef", b"abXdeY"), Some((2, 6)));
+        assert_eq!(changed_span(b"abcdef", b"aXcdef"), Some((1, 2)));
+        // Past the old end everything counts, zeros included.
+        assert_eq!(changed_span(b"ab", b"ab\0\0"), Some((2, 4)));
+        assert_eq!(changed_span(b"", b"\0"), Some((0, 1)));
+        assert_eq!(changed_span(b"ab", b"Xb\0"), Some((0, 3)));
     }
 }

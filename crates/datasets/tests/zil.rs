@@ -293,3 +293,90 @@ fn sync_and_logbias_policies_are_honoured() {
         store.export().unwrap();
     }
 }
+
+/// A `Tx` is logged as one group: an fsync whose group spans several log blocks,
+/// cut by power loss at each of its device writes, imports with all of the `Tx`'s
+/// changes or none of them (never a prefix). Also: the fsync commits no txg.
+#[test]
+fn tx_group_is_replayed_whole_or_not_at_all() {
+    const PART: usize = 100_000;
+    let part = |k: u64| Rng(40 + k).bytes(PART);
+    // Returns the data device, the objects, and the power-supply write count
+    // before the fsync of the group.
+    let run = |cut: Option<u64>| {
+        let power = Power::new();
+        let data = vec![SimDevice::on_power("d0", vec![0; 64 << 20], power.clone())];
+        let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+        let ds = store.dataset("tank").unwrap();
+        let objs: Vec<u64> = (0..3).map(|_| ds.create_object().unwrap()).collect();
+        store.sync().unwrap();
+        // The first log write of a dataset commits a txg (the log's header).
+        ds.write(objs[0], 0, b"x").unwrap();
+        ds.fsync().unwrap();
+        let txg = store.synced_txg();
+        {
+            let tx = ds.begin(1 << 20).unwrap();
+            for (k, o) in objs.iter().enumerate() {
+                tx.write(*o, 0, &part(k as u64)).unwrap();
+                tx.set_bonus(*o, &[k as u8 + 1; 64]).unwrap();
+            }
+        }
+        let before = power.writes_issued();
+        if let Some(c) = cut {
+            power.cut_at_write(before + c);
+        }
+        let r = ds.fsync();
+        if cut.is_none() {
+            r.unwrap();
+            assert_eq!(store.synced_txg(), txg, "the fsync committed a txg");
+        }
+        let after = power.writes_issued();
+        power.cut_now();
+        drop(ds);
+        drop(store);
+        (data, objs, after - before)
+    };
+    let (_, _, writes) = run(None);
+    assert!(
+        writes >= 4,
+        "the group should span several log blocks ({writes} writes)"
+    );
+    let (mut all, mut none) = (0, 0);
+    for c in 0..=writes {
+        let (data, objs, _) = run(Some(c));
+        let mut rng = Rng(c);
+        let img = image(&data[0], &mut rng, "i0");
+        let store =
+            Store::import_devices(vec![Arc::new(img) as Arc<dyn BlockDevice>], manual_opts())
+                .unwrap();
+        let ds = store.dataset("tank").unwrap();
+        let present: Vec<bool> = objs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| {
+                let got = ds.read(*o, 0, PART).unwrap();
+                let bonus = ds.object_info(*o).unwrap().bonus;
+                if got == part(k as u64) {
+                    assert_eq!(bonus[..64], [k as u8 + 1; 64], "cut {c}: bonus of {o}");
+                    true
+                } else {
+                    assert!(
+                        got.len() <= 1,
+                        "cut {c}: object {o} holds part of the write"
+                    );
+                    assert_eq!(bonus, [0; 320], "cut {c}: bonus of {o}");
+                    false
+                }
+            })
+            .collect();
+        match present.iter().filter(|p| **p).count() {
+            0 => none += 1,
+            3 => all += 1,
+            _ => panic!(
+                "cut at write {c} of {writes}: a prefix of the group was replayed: {present:?}"
+            ),
+        }
+        store.export().unwrap();
+    }
+    assert!(all > 0 && none > 0, "all {all}, none {none}");
+}

@@ -125,7 +125,13 @@ pub fn intent_log_block(data: &[u8]) {
         h.update(&b[96..used]);
         b[64..96].copy_from_slice(h.finalize().as_bytes());
     }
-    let _ = zil::decode_block(&b, guid, seq);
+    if let Some(d) = zil::decode_block(&b, guid, seq) {
+        // What decodes re-encodes to the same records (every record type, the
+        // group flag, the bounded lengths).
+        let again = zil::encode_records(&d.records);
+        let back = zil::decode_records(&again, d.records.len()).expect("re-decodes");
+        assert_eq!(back, d.records);
+    }
     if b.len() >= zil::ZilHeader::SIZE {
         let _ = zil::ZilHeader::decode(&b[..zil::ZilHeader::SIZE]);
     }

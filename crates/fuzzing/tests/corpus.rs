@@ -62,9 +62,22 @@ fn write_corpus() {
     // The intent log: a write made durable by fsync alone.
     // (The first fsync of a dataset commits a txg to record the log's header;
     // the next ones write log blocks.)
+    // Namespace changes are logged as groups (create, bonus, write, delete).
     for round in 0..3u64 {
         ds.write(file, round * 100, b"logged").unwrap();
         ds.truncate(big, (200 << 10) - round).unwrap();
+        let name = format!("logged-{round}");
+        fs.mknod(root, name.as_bytes(), 0o100644, 0, Caller::ROOT)
+            .unwrap();
+        fs.rename(
+            root,
+            name.as_bytes(),
+            root,
+            b"renamed",
+            cachalot_posix::RenameMode::Replace,
+        )
+        .unwrap();
+        ds.punch(big, 0, 16384).unwrap();
         ds.fsync().unwrap();
     }
     let mut n = 0;

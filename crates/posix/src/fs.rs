@@ -638,7 +638,10 @@ impl Fs {
         }
     }
 
-    /// Make every change so far durable.
+    /// Make every change so far durable: one intent-log commit (shared with
+    /// concurrent callers), whatever changed. Namespace changes and setattr run
+    /// in a `Tx`, which the dataset logs as one atomic group, so an fsync after a
+    /// rename or of a directory never waits for a transaction group.
     pub fn fsync(&self) -> Result<()> {
         if self.is_readonly() {
             return Ok(());

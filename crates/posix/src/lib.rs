@@ -5,7 +5,8 @@
 //!
 //! Invariants of the whole layer:
 //! - Every change that touches more than one object runs in one `Tx`, so a crash
-//!   leaves either all of it or none of it.
+//!   leaves either all of it or none of it: in the tree (one txg) and in the
+//!   intent log (one group, replayed whole or not at all).
 //! - Permission checks are the frontend's job (the FUSE mount uses the kernel's
 //!   `default_permissions`); this layer trusts its caller.
 //! - Nothing a client sends can panic this layer: names, offsets and sizes are

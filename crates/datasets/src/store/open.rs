@@ -179,7 +179,8 @@ impl Store {
 
     /// Re-apply every dataset's intent log, then commit, before anything is served.
     /// A crash during replay leaves the logs in place: the next import replays
-    /// them again (records are whole writes and truncates, applied in order).
+    /// them again, from the same committed tree, in the same order (see the
+    /// invariants of `cachalot_objects::zil`).
     pub(super) fn replay_logs(&self, committed_txg: u64) -> Result<()> {
         let handles: Vec<Arc<Dataset>> = self.state.lock().handles.values().cloned().collect();
         let mut any = false;
