@@ -81,7 +81,7 @@ pub const CATALOG: &[StatInfo] = &[
         dims: &["client", "volume", "op", "offset"],
         unit: "ops",
         timed: true,
-        about: "NBD requests (offset = start of the volume region, for heat maps)",
+        about: "NBD requests (offset = start of the volume region, for heat maps; - for flush)",
     },
     StatInfo {
         name: "nfs.bytes",

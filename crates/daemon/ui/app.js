@@ -125,6 +125,61 @@ function drawHeat(c, hm) {
   }
 }
 
+// The dimension that says where in a volume an operation fell: scsi.ops's
+// `region` (which 1/32 of the LUN, "00".."31") or nbd.ops's `offset` (start of the
+// region, "0", "64M", "1G"...). "" for other statistics.
+function offsetDim(stat) {
+  const dims = (statInfo(stat) || {}).dims || [];
+  return dims.includes("region") ? "region" : dims.includes("offset") ? "offset" : "";
+}
+
+function offsetValue(dim, label) {
+  if (dim === "region") return /^\d+$/.test(label) ? Number(label) : NaN;
+  const m = /^(\d+)([KMGT]?)$/.exec(label);
+  return m ? Number(m[1]) * 1024 ** " KMGT".indexOf(m[2] || " ") : NaN;
+}
+
+// Offset heat map: columns are times, rows are regions of the volume (offset 0 at
+// the bottom); every region of a LUN has its row, hot or not. The rows with
+// operations, hottest first, are left in the canvas's data-hot attribute.
+function drawOffsetHeat(c, series, dim) {
+  const { g, w, h } = setupCanvas(c);
+  g.clearRect(0, 0, w, h);
+  const byLabel = new Map();
+  for (const l of series.lines) {
+    if (!Number.isNaN(offsetValue(dim, l.value))) byLabel.set(l.value, l.points);
+  }
+  if (dim === "region") {
+    for (let r = 0; r < 32; r++) {
+      const k = String(r).padStart(2, "0");
+      if (!byLabel.has(k)) byLabel.set(k, series.times.map(() => 0));
+    }
+  }
+  const rows = [...byLabel.keys()].sort((a, b) => offsetValue(dim, a) - offsetValue(dim, b));
+  const totals = rows.map((k) => byLabel.get(k).reduce((a, b) => a + b, 0));
+  c.dataset.rows = String(rows.length);
+  c.dataset.hot = rows.map((k, i) => [k, totals[i]]).filter((r) => r[1] > 0)
+    .sort((a, b) => b[1] - a[1]).map((r) => r[0]).join(",");
+  const L = 50, B = 16, nr = rows.length, nt = series.times.length;
+  if (!nr || !nt || !totals.some((t) => t > 0)) {
+    g.fillStyle = "#789"; g.fillText("no operations with an offset in this range", L, h / 2); return;
+  }
+  let max = 0;
+  for (const k of rows) for (const v of byLabel.get(k)) max = Math.max(max, v);
+  const cw = (w - L - 8) / nt, ch = (h - B) / nr;
+  rows.forEach((k, r) => {
+    byLabel.get(k).forEach((v, t) => {
+      if (!v) return;
+      const a = Math.log1p(v) / Math.log1p(max);
+      g.fillStyle = `rgba(200,60,30,${0.15 + 0.85 * a})`;
+      g.fillRect(L + t * cw, h - B - (r + 1) * ch, Math.ceil(cw), Math.ceil(ch));
+    });
+  });
+  g.fillStyle = "#567"; g.font = "10px sans-serif";
+  const step = Math.max(1, Math.ceil(nr / 8));
+  for (let r = 0; r < nr; r += step) g.fillText(rows[r], 2, h - B - r * ch - 2);
+}
+
 function legend(el, series) {
   el.innerHTML = series.lines.map((l, i) =>
     `<span><i style="background:${COLORS[i % COLORS.length]}"></i>${esc(l.value)}</span>`).join("");
@@ -176,6 +231,7 @@ function openAnalytics(params) {
   $("by-head").textContent = v.by || "total";
   $("filters").innerHTML = v.filters.map((f, i) => `<span class="chip" data-i="${i}" title="remove filter">${esc(f)}</span>`).join("");
   $("heat-box").hidden = !(statInfo(v.stat) || {}).dims?.includes("latency");
+  $("offset-box").hidden = !offsetDim(v.stat);
   refresh();
 }
 
@@ -199,6 +255,11 @@ async function refreshAnalytics() {
     if (!$("heat-box").hidden) {
       const hm = await api("/api/analytics/heatmap?" + qs([...base, ["by", "latency"]]));
       drawHeat($("heat"), hm);
+    }
+    const od = offsetDim(v.stat);
+    if (od && view === v) {
+      const oh = await api("/api/analytics/series?" + qs([...base, ["by", od], ["top", 1000]]));
+      drawOffsetHeat($("offset-heat"), oh, od);
     }
     $("status").textContent = (v.from ? "range " : "live · ") + "updated " + new Date().toLocaleTimeString();
   } catch (e) {

@@ -313,8 +313,15 @@ impl NbdServer {
             .map(|i| region_label(i * region))
             .collect();
         Arc::new(move |op, offset, len, latency, _error| {
-            let i = ((offset / region) as usize).min(labels.len() - 1);
-            ops.record(&[&host, &volume, op, &labels[i]], len, latency);
+            // A flush covers no range (its offset field is 0 by the protocol): it
+            // has no region, as SYNCHRONIZE CACHE in scsi.ops; counted in region 0
+            // it made the start of every flushed volume look hot.
+            let label = if op == "flush" {
+                "-"
+            } else {
+                &labels[((offset / region) as usize).min(labels.len() - 1)]
+            };
+            ops.record(&[&host, &volume, op, label], len, latency);
             if len > 0 && matches!(op, "read" | "write") {
                 bytes.add(&[&host, &volume, op], 1, len);
             }
