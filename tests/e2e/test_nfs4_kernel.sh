@@ -7,7 +7,9 @@
 # link, symlink, truncate down and up, chown (owner strings), a directory of
 # $NDIR files; then a remount (no client cache) and checksums, which must equal
 # what the host computes for the same workload on a local directory, and what
-# the daemon stored (read back through a FUSE mount). One guest boot.
+# the daemon stored (read back through a FUSE mount). The same guest runs the same
+# workload against NFS-Ganesha's NFSv4.1 as the control (same sums expected).
+# One guest boot.
 source "$(dirname "${BASH_SOURCE[0]}")/guest_lib.sh"
 guest_private_namespaces "$@"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -51,6 +53,9 @@ sums_of() (
     echo "root-listing $(find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' ')"
 )
 
+start_rpcbind
+mkdir -p "$T/ganesha"
+start_ganesha "$T/ganesha" 2050 20048
 start_daemon
 assert_contains "$(cat "$ARTIFACTS/daemon.log")" "nfs: NFSv4.1 on the same port"
 D=$(mktmp)
@@ -62,14 +67,14 @@ guest_start=$(date +%s)
 guest_rc=0
 guest_run --timeout 240 --share "$T/results" \
     --env RESULTS="$T/results" --env DATA="$DATA" \
-    --env NFS_EXPORT=/tank/fs --env NFS_PORT="$NFS_PORT" --env NDIR="$NDIR" \
+    --env TARGETS="cachalot:/tank/fs:$NFS_PORT ganesha:/export:2050" --env NDIR="$NDIR" \
     "$GUEST_LIB_DIR/guest/nfs4_kernel.sh" || guest_rc=$?
 note "guest run: exit $guest_rc in $(($(date +%s) - guest_start)) s"
 
 verdict=$(cat "$T/results/verdict" 2>/dev/null || echo "FAIL no verdict (guest exit $guest_rc)")
 [[ $verdict == ok ]] || fail "guest: $verdict (guest output: $ARTIFACTS/guest-output.log)"
-cat "$T/results/facts"
-facts=$(cat "$T/results/facts")
+cat "$T/results/cachalot-facts"
+facts=$(cat "$T/results/cachalot-facts")
 assert_contains "$facts" "nlink 2" "hard link count"
 assert_contains "$facts" "nlink-after 2" "hard link count after the remount"
 assert_contains "$facts" "symlink target.bin" "symlink"
@@ -80,7 +85,13 @@ assert_contains "$facts" "sizes 500000 $((4 << 20))" "file sizes"
 
 expected_tree "$T/expected"
 expected=$(sums_of "$T/expected")
-got=$(cat "$T/results/sums")
+got=$(cat "$T/results/cachalot-sums")
+control=$(cat "$T/results/ganesha-sums")
+echo "NFS-Ganesha (control): $(grep owner "$T/results/ganesha-facts" | tr '\n' ' ')"
+if [[ $control != "$expected" ]]; then
+    diff <(echo "$expected") <(echo "$control") >&2 || true
+    fail "the control (NFS-Ganesha) read back other content: the workload or its expectation is wrong"
+fi
 if [[ $got != "$expected" ]]; then
     diff <(echo "$expected") <(echo "$got") >&2 || true
     fail "the kernel client read back content that differs from what it wrote (diff: expected < > guest)"

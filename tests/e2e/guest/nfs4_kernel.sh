@@ -2,15 +2,15 @@
 # Guest side of tests/e2e/test_nfs4_kernel.sh: the Linux kernel's NFSv4.1 client
 # (vers=4.1,proto=tcp,hard) against `cachalot serve` on the host ($GUEST_HOST).
 # Environment: RESULTS (host dir shared read-write), DATA (4 MiB of random
-# bytes), NFS_EXPORT, NFS_PORT, NDIR. Runs a workload (create, write, rename over
-# a file, hard link, truncate down and up, chown, a directory of NDIR files,
-# symlink), unmounts, drops caches, mounts again and writes "NAME SHA256" lines to
-# $RESULTS/sums, facts to $RESULTS/facts, "ok" or "FAIL reason" to $RESULTS/verdict.
+# bytes), TARGETS ("NAME:EXPORT:PORT ...", e.g. our daemon and NFS-Ganesha as the
+# control), NDIR. For each target: a workload (create, write, rename over a file,
+# hard link, truncate down and up, chown, a directory of NDIR files, symlink),
+# unmount, drop caches, mount again, and "NAME SHA256" lines to
+# $RESULTS/TARGET-sums, facts to $RESULTS/TARGET-facts. "ok" or "FAIL reason" to
+# $RESULTS/verdict.
 set -uo pipefail
 
-: "${RESULTS:?}" "${DATA:?}" "${GUEST_HOST:?}" "${NFS_EXPORT:?}" "${NFS_PORT:?}" "${NDIR:?}"
-MNT=/mnt/cachalot4
-OPTS="vers=4.1,proto=tcp,hard,port=$NFS_PORT"
+: "${RESULTS:?}" "${DATA:?}" "${GUEST_HOST:?}" "${TARGETS:?}" "${NDIR:?}"
 
 now() { date +%s.%N; }
 T0=$(now)
@@ -20,10 +20,13 @@ die() {
     step "FAIL: $*"
     exit 1
 }
-fact() { echo "$*" >>"$RESULTS/facts"; }
+fact() { echo "$*" >>"$RESULTS/$NAME-facts"; }
 
+one_target() { # NAME EXPORT PORT
+NAME=$1
+local NFS_EXPORT=$2 MNT=/mnt/$1 OPTS="vers=4.1,proto=tcp,hard,port=$3"
 mkdir -p "$MNT"
-step "mount -t nfs4 -o $OPTS $GUEST_HOST:$NFS_EXPORT"
+step "$NAME: mount -t nfs4 -o $OPTS $GUEST_HOST:$NFS_EXPORT"
 mount -t nfs4 -o "$OPTS" "$GUEST_HOST:$NFS_EXPORT" "$MNT" || die "mount failed"
 line=$(grep " $MNT " /proc/mounts)
 echo "$line"
@@ -73,7 +76,13 @@ fact "sizes $(stat -c %s trunc.bin) $(stat -c %s target.bin)"
     done
     echo "big $(grep -r '' big | LC_ALL=C sort | sha256sum | cut -d' ' -f1)"
     echo "root-listing $(find . -mindepth 1 -maxdepth 1 -printf '%f\n' | LC_ALL=C sort | tr '\n' ' ')"
-} >"$RESULTS/sums"
+} >"$RESULTS/$NAME-sums"
 cd / && umount "$MNT" || die "final umount"
-step "done"
+step "$NAME done"
+}
+
+for t in $TARGETS; do
+    IFS=: read -r name export port <<<"$t"
+    one_target "$name" "$export" "$port"
+done
 echo ok >"$RESULTS/verdict"
