@@ -174,6 +174,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     }
     opts.nfs.addr = a.nfs.clone();
     opts.nfs.portmap = a.portmap.clone();
+    opts.nfs.lease_secs = a.nfs4_lease;
     opts.allow_fault_injection = a.allow_fault_injection;
     opts.analytics.enabled = a.analytics == "on";
     opts.analytics.retention.seconds = a.analytics_seconds as usize;

@@ -123,13 +123,17 @@ pub struct ServeArgs {
     /// HTTP listen address ("127.0.0.1:0" = any free port, "none" = off)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7470")]
     pub http: String,
-    /// NFSv3 listen address, or "off" (default 127.0.0.1:2049; a busy default
-    /// port is logged and skipped)
+    /// NFS (v3 and v4.1) listen address, or "off" (default 127.0.0.1:2049; a
+    /// busy default port is logged and skipped)
     #[arg(long, value_name = "ADDR|off")]
     pub nfs: Option<String>,
     /// Portmapper listen address, or "off" (default 127.0.0.1:111 when free)
     #[arg(long, value_name = "ADDR|off")]
     pub portmap: Option<String>,
+    /// NFSv4.1 lease time in seconds (default 90): how long a silent client
+    /// keeps its opens and locks, and the grace period after a restart
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub nfs4_lease: Option<u64>,
     /// ARC (DRAM cache) size limit (default: 1/8 of RAM, at least 64M)
     #[arg(long, value_name = "SIZE", value_parser = size_arg)]
     pub arc_max: Option<u64>,

@@ -94,7 +94,8 @@ impl Stats {
         if bytes > 0 {
             self.bytes.add(&key, 1, bytes);
         }
-        let io = match op {
+        // NFSv4 operations are named `v4.NAME`.
+        let io = match op.strip_prefix("v4.").unwrap_or(op) {
             "read" => "read",
             "write" => "write",
             "commit" => "fsync",

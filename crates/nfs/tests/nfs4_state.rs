@@ -542,6 +542,16 @@ fn locks_conflict_across_clients_and_expire_with_the_lease() {
     );
 }
 
+/// PUTFH and OPEN with CLAIM_PREVIOUS (a reclaim) for owner "a" of `clientid`.
+fn reclaim_open(fh: &[u8], clientid: u64) -> Ops {
+    let mut ops = Ops::new();
+    ops.op(OP_PUTFH).opaque(fh);
+    let w = ops.op(OP_OPEN);
+    w.u32(0).u32(3).u32(0).u64(clientid).opaque(b"a");
+    w.u32(0).u32(1).u32(0); // no create; CLAIM_PREVIOUS, no delegation
+    ops
+}
+
 #[test]
 fn grace_after_restart_lets_old_clients_reclaim_first() {
     let mut env = env(SHARE);
@@ -564,17 +574,7 @@ fn grace_after_restart_lets_old_clients_reclaim_first() {
     })
     .unwrap();
     // Reclaiming outside a grace period is NO_GRACE.
-    let mut ops = Ops::new();
-    ops.op(OP_PUTFH).opaque(&fh);
-    ops.op(OP_OPEN)
-        .u32(0)
-        .u32(3)
-        .u32(0)
-        .u64(aid)
-        .opaque(b"a")
-        .u32(0)
-        .u32(1)
-        .u32(0);
+    let ops = reclaim_open(&fh, aid);
     assert_eq!(a.call(&ops).unwrap().status, NFS4ERR_NO_GRACE);
     // The server restarts on the same port.
     env.server.take().unwrap().stop();
@@ -598,17 +598,7 @@ fn grace_after_restart_lets_old_clients_reclaim_first() {
         NFS4ERR_GRACE
     );
     let aid = a.clientid;
-    let mut ops = Ops::new();
-    ops.op(OP_PUTFH).opaque(&fh);
-    ops.op(OP_OPEN)
-        .u32(0)
-        .u32(3)
-        .u32(0)
-        .u64(aid)
-        .opaque(b"a")
-        .u32(0)
-        .u32(1)
-        .u32(0);
+    let ops = reclaim_open(&fh, aid);
     let rep = a.call(&ops).unwrap();
     assert_eq!(rep.status, NFS4_OK);
     let mut r = rep.reader();

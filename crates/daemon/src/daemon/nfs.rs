@@ -25,6 +25,8 @@ pub struct NfsOpts {
     pub addr: Option<String>,
     /// None: 127.0.0.1:111 if free; "off": none.
     pub portmap: Option<String>,
+    /// The NFSv4.1 lease in seconds (None: 90).
+    pub lease_secs: Option<u64>,
 }
 
 pub const DEFAULT_NFS: &str = "127.0.0.1:2049";
@@ -65,6 +67,11 @@ impl Daemon {
             Some(p) => Some(parse(p)?),
             None => Some(parse(DEFAULT_PORTMAP)?),
         };
+        if let Some(secs) = opts.lease_secs {
+            cfg.lease = std::time::Duration::from_secs(secs);
+        }
+        // The NFSv4.1 record of clients that may reclaim after a restart.
+        cfg.state_dir = Some(self.home.clone());
         let provider: Arc<dyn FsProvider> = Arc::new(DaemonFs(Arc::downgrade(self)));
         let server = match NfsServer::start(provider, cfg) {
             Ok(s) => s,
@@ -77,6 +84,10 @@ impl Daemon {
         log(format!(
             "nfs: NFSv3 and MOUNT v3 listening on {}",
             server.nfs_addr()
+        ));
+        log(format!(
+            "nfs: NFSv4.1 on the same port (lease {} s)",
+            opts.lease_secs.unwrap_or(90)
         ));
         match (server.portmap_addr(), server.portmap_error()) {
             (Some(a), _) => log(format!("nfs: portmapper listening on {a}")),

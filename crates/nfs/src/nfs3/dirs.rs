@@ -41,12 +41,19 @@ fn virtual_handle(n: &Node, kind: NodeKind) -> Handle {
 pub fn virtual_attr(n: &Node) -> Attr {
     let root = n.export.fs.getattr(n.export.fs.root()).ok();
     let t = root.as_ref().map(|a| a.mtime).unwrap_or_default();
+    let ino = if matches!(n.target, Target::Snaps) {
+        SNAPS_INO
+    } else {
+        CTL_INO
+    };
+    read_only_dir(ino, t)
+}
+
+/// Attributes of a directory that exists only in the server (the snapshot
+/// directories, the NFSv4 pseudo file system): mode 0555, owned by root.
+pub(crate) fn read_only_dir(ino: u64, t: cachalot_posix::Timespec) -> Attr {
     Attr {
-        ino: if matches!(n.target, Target::Snaps) {
-            SNAPS_INO
-        } else {
-            CTL_INO
-        },
+        ino,
         kind: FileKind::Directory,
         mode: libc::S_IFDIR | 0o555,
         nlink: 2,

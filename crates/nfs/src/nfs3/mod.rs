@@ -333,7 +333,8 @@ impl Ctx<'_> {
     }
 }
 
-fn ftype(k: FileKind) -> u32 {
+/// The file type number (ftype3 and nfs_ftype4 agree).
+pub(crate) fn ftype(k: FileKind) -> u32 {
     match k {
         FileKind::Regular => 1,
         FileKind::Directory => 2,

@@ -11,8 +11,9 @@
 
 use super::consts::*;
 use super::pseudo::Fh;
+use crate::nfs3::ftype;
 use crate::xdr::Writer;
-use cachalot_posix::{Attr, FileKind, Fs, Timespec};
+use cachalot_posix::{Attr, Fs, Timespec};
 use std::sync::Arc;
 
 pub const FATTR4_SUPPORTED_ATTRS: u32 = 0;
@@ -112,18 +113,6 @@ pub struct Subject<'a> {
 
 fn time(w: &mut Writer, t: Timespec) {
     w.u64(t.sec as u64).u32(t.nsec);
-}
-
-fn ftype(k: FileKind) -> u32 {
-    match k {
-        FileKind::Regular => 1,
-        FileKind::Directory => 2,
-        FileKind::BlockDevice => 3,
-        FileKind::CharDevice => 4,
-        FileKind::Symlink => 5,
-        FileKind::Socket => 6,
-        FileKind::Fifo => 7,
-    }
 }
 
 /// The change attribute: the ctime in nanoseconds (every change moves it).

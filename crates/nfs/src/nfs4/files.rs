@@ -45,25 +45,7 @@ pub fn check_name(name: &[u8]) -> Result<&str, u32> {
 }
 
 fn pseudo_attr(p: &str, boot: i64) -> Attr {
-    let t = Timespec { sec: boot, nsec: 0 };
-    Attr {
-        ino: pseudo::path_id(p),
-        kind: FileKind::Directory,
-        mode: libc::S_IFDIR | 0o555,
-        nlink: 2,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        size: 4096,
-        blocks: 0,
-        blksize: 4096,
-        atime: t,
-        mtime: t,
-        ctime: t,
-        crtime: t,
-        flags: 0,
-        generation: 0,
-    }
+    dirs::read_only_dir(pseudo::path_id(p), Timespec { sec: boot, nsec: 0 })
 }
 
 /// Is `n` the live root of its share?

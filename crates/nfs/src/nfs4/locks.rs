@@ -120,6 +120,16 @@ impl Table {
         o
     }
 
+    /// Add `rec` under a new stateid (DELAY when the table is full).
+    fn insert(&mut self, boot: u32, rec: Rec) -> Result<[u8; 12], u32> {
+        if self.map.len() >= MAX_STATEIDS {
+            return Err(NFS4ERR_DELAY);
+        }
+        let k = self.new_other(boot);
+        self.map.insert(k, rec);
+        Ok(k)
+    }
+
     /// Find the record of `sid` (see the module invariants for the errors).
     pub fn get(&self, sid: &Stateid, boot: u32) -> Result<&Rec, u32> {
         if sid.other[..4] != boot.to_be_bytes() {
@@ -176,23 +186,16 @@ impl Table {
                 r.seqid += 1;
                 k
             }
-            None => {
-                if self.map.len() >= MAX_STATEIDS {
-                    return Err(NFS4ERR_DELAY);
-                }
-                let k = self.new_other(boot);
-                self.map.insert(
-                    k,
-                    Rec {
-                        clientid,
-                        owner: owner.to_vec(),
-                        file,
-                        seqid: 1,
-                        kind: Kind::Open { access, deny },
-                    },
-                );
-                k
-            }
+            None => self.insert(
+                boot,
+                Rec {
+                    clientid,
+                    owner: owner.to_vec(),
+                    file,
+                    seqid: 1,
+                    kind: Kind::Open { access, deny },
+                },
+            )?,
         };
         Ok(self.stateid(&other))
     }
@@ -344,12 +347,8 @@ impl Table {
         if let Some((k, _)) = found {
             return Ok(*k);
         }
-        if self.map.len() >= MAX_STATEIDS {
-            return Err(NFS4ERR_DELAY);
-        }
-        let k = self.new_other(boot);
-        self.map.insert(
-            k,
+        self.insert(
+            boot,
             Rec {
                 clientid,
                 owner: owner.to_vec(),
@@ -360,8 +359,7 @@ impl Table {
                     ranges: vec![],
                 },
             },
-        );
-        Ok(k)
+        )
     }
 
     /// Set (`Some(write)`) or clear (`None`) [start, end] in lock stateid

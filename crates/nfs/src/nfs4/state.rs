@@ -18,8 +18,9 @@
 //!   other id is SEQ_MISORDERED. A busy slot is freed by the [`SlotGuard`] of
 //!   its request even if the request panics.
 //! - Memory is bounded: at most `MAX_CLIENTS` client records, `MAX_SESSIONS`
-//!   sessions, `MAX_SLOTS` slots per session, each caching at most its
-//!   negotiated `maxresponsesize_cached` bytes.
+//!   sessions, `MAX_SLOTS` slots per session, each caching at most
+//!   `MAX_CACHED` bytes (1024 x 32 x 16 KiB = 512 MiB in the very worst case;
+//!   a reply that does not fit is answered RETRY_UNCACHED_REP on a retry).
 //! - Leases: every SEQUENCE renews its client's lease; a client not heard from
 //!   for a lease period loses its sessions, opens and locks ([`State::expire`],
 //!   run at the start of COMPOUNDs), so a dead client's locks are released.
@@ -44,13 +45,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const MAX_CLIENTS: usize = 4096;
-pub const MAX_SESSIONS: usize = 4096;
+pub const MAX_SESSIONS: usize = 1024;
 /// Slots per session (the fore channel's ca_maxrequests).
-pub const MAX_SLOTS: u32 = 64;
+pub const MAX_SLOTS: u32 = 32;
 /// Operations per COMPOUND (ca_maxoperations).
 pub const MAX_OPS: u32 = 64;
 /// Bytes a slot may cache (ca_maxresponsesize_cached).
-pub const MAX_CACHED: u32 = 64 << 10;
+pub const MAX_CACHED: u32 = 16 << 10;
 /// Default lease time.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
 
@@ -205,7 +206,9 @@ fn negotiate(c: &ChannelAttrs, max_ops: u32, max_slots: u32) -> ChannelAttrs {
         headerpadsize: 0,
         maxrequestsize: c.maxrequestsize.min(MAX_RECORD as u32),
         maxresponsesize: c.maxresponsesize.min(MAX_RECORD as u32),
-        maxresponsesize_cached: c.maxresponsesize_cached.min(MAX_CACHED),
+        // Our own figure, not the client's: Linux asks for 0 bytes, which would
+        // leave no retry with its reply (the cached replies are small).
+        maxresponsesize_cached: MAX_CACHED.min(c.maxresponsesize),
         maxoperations: c.maxoperations.clamp(1, max_ops),
         maxrequests: c.maxrequests.clamp(1, max_slots),
         rdma_ird: None,
@@ -558,7 +561,9 @@ impl State {
             return SeqOutcome::Err(NFS4ERR_BADSLOT);
         }
         let res = SequenceRes {
-            highest_slotid: a.highest_slotid.min(nslots - 1),
+            // The highest slot the server accepts (not the client's figure:
+            // a lower one would shrink the client's table).
+            highest_slotid: nslots - 1,
             target_highest_slotid: nslots - 1,
             status_flags: 0,
         };
