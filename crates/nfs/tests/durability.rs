@@ -48,3 +48,37 @@ fn acknowledged_changes_survive_a_crash() {
     store.export().unwrap();
     drop(image_dir);
 }
+
+/// Namespace changes commit the dataset's intent log before the reply, not a
+/// transaction group (each of 40 creates, renames, links and removes used to
+/// commit one), and what they promised is in the crash image.
+#[test]
+fn metadata_changes_commit_the_log_not_a_txg() {
+    let env = env("rw=127.0.0.1,no_root_squash");
+    let (mut c, root) = env.mounted();
+    // The first log write of a dataset commits a txg to record the log's header.
+    c.mkdir(&root, "warm", 0o755).unwrap();
+    let t0 = env.store.synced_txg();
+    for i in 0..10 {
+        let (f, _) = c.create_file(&root, &format!("f{i}"), 0o644).unwrap();
+        c.rename(&root, &format!("f{i}"), &root, &format!("g{i}"))
+            .unwrap();
+        c.link(&f, &root, &format!("h{i}")).unwrap();
+        c.remove(&root, &format!("g{i}")).unwrap();
+    }
+    let commits = env.store.synced_txg() - t0;
+    // A background commit (every 5 s) may fall in the loop; 40 may not.
+    assert!(
+        commits <= 2,
+        "40 namespace changes committed {commits} transaction groups"
+    );
+    let (image_dir, store, fs) = crash_image(&env);
+    for i in 0..10 {
+        assert!(fs.lookup(fs.root(), format!("h{i}").as_bytes()).is_ok());
+        assert!(fs.lookup(fs.root(), format!("g{i}").as_bytes()).is_err());
+        assert!(fs.lookup(fs.root(), format!("f{i}").as_bytes()).is_err());
+    }
+    drop(fs);
+    store.export().unwrap();
+    drop(image_dir);
+}
