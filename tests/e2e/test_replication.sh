@@ -112,15 +112,16 @@ mkdir -p "$T/src" "$T/dst"
 assert_ok CA mount tank/src "$T/src"
 SRC=$T/src
 
-# same_as_source: mount the target, compare the newest replicated snapshot's
-# files with the source's (sha256), unmount (a mounted target refuses increments).
+# same_as_source FILE...: mount the target, compare FILEs of the newest
+# replicated snapshot with the source's (sha256), and the list of files; unmount
+# (a mounted target refuses increments).
 same_as_source() {
     local snap
     snap=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
     snap=${snap#*@}
     assert_ok CB mount tank/dst "$T/dst"
-    diff <(cd "$SRC/.cachalot/snapshot/$snap" && sha256sum -- *) \
-        <(cd "$T/dst/.cachalot/snapshot/$snap" && sha256sum -- *) ||
+    diff <(cd "$SRC/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") \
+        <(cd "$T/dst/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") ||
         fail "the target's $snap differs from the source's"
     assert_ok CB unmount tank/dst
     note "target's $snap matches the source (sha256)"
@@ -150,16 +151,16 @@ keyB=$(CA replication peers -H | cut -f1)
 [[ ${#keyB} == 64 ]] || fail "no pinned key for B: $keyB"
 assert_eq "$(CB replication peers -H | wc -l)" 1 "B pinned A"
 
-head -c 160M /dev/urandom >"$SRC/big1"
+head -c 96M /dev/urandom >"$SRC/big1"
 seq 1 200000 >"$SRC/small"
 sync
 assert_ok CA replication create r1 --source tank/src --target "$TARGET/tank/dst" \
-    --schedule 1h --keep "1h:every 5m" --bwlimit 30M
+    --schedule 1h --keep "1h:every 5m" --bwlimit 20M
 assert_fails CA replication create r1 --source tank/src --target "$TARGET/tank/dst"
 assert_fails CA replication create r2 --source tank/src --target "nohost/tank/x"
 assert_fails CA replication create r2 --source tank/nope --target "$TARGET/tank/x"
 
-note "kill -9 of the sender in the middle of the first (full) transfer"
+note "kill -9 of the sender in the middle of the first (full) transfer (at ${SECONDS}s)"
 CA replication run r1 >/dev/null 2>&1 &
 run_pid=$!
 wait_token
@@ -170,10 +171,10 @@ start_node A "$NSA"
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the sender"
 assert_eq "$(token_b)" "-" "no token after the resumed cycle"
-same_as_source
+same_as_source big1 small
 
-note "kill -9 of the receiver in the middle of an increment"
-head -c 96M /dev/urandom >"$SRC/big2"
+note "kill -9 of the receiver in the middle of an increment (at ${SECONDS}s)"
+head -c 64M /dev/urandom >"$SRC/big2"
 sync
 CA replication run r1 >/dev/null 2>&1 &
 run_pid=$!
@@ -184,10 +185,10 @@ wait "$run_pid" 2>/dev/null || true
 start_node B "$NSB" --replication "$TARGET"
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the receiver"
-same_as_source
+same_as_source big2 small
 
 note "the link goes down in the middle of an increment"
-head -c 96M /dev/urandom >"$SRC/big3"
+head -c 64M /dev/urandom >"$SRC/big3"
 sync
 CA replication run r1 >"$T/cut.out" 2>&1 &
 run_pid=$!
@@ -209,7 +210,7 @@ for ((i = 0; i < 10; i++)); do
 done
 note "resumed at ${SECONDS}s"
 assert_contains "$out" "resumed the interrupted transfer" "resume after the link came back"
-same_as_source
+same_as_source big3 small
 listed=$(CA replication list -H -p r1)
 IFS=$'\t' read -r name src dst state lag last bytes rate <<<"$listed"
 assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"

@@ -206,6 +206,9 @@ pub fn client_config(id: &Identity) -> Result<Arc<rustls::ClientConfig>, String>
 pub struct TlsStream {
     conn: rustls::Connection,
     sock: TcpStream,
+    /// A socket timeout happened: the link is dead, and every later call
+    /// fails at once instead of waiting out another timeout.
+    stalled: bool,
     peer_fp: String,
     peer_addr: String,
 }
@@ -260,6 +263,7 @@ impl TlsStream {
         Ok(TlsStream {
             conn: conn.into(),
             sock: tcp,
+            stalled: false,
             peer_fp,
             peer_addr: addr.to_string(),
         })
@@ -283,6 +287,7 @@ impl TlsStream {
         Ok(TlsStream {
             conn: conn.into(),
             sock: tcp,
+            stalled: false,
             peer_fp,
             peer_addr,
         })
@@ -302,10 +307,31 @@ impl TlsStream {
         set_timeouts(&self.sock, timeout)
     }
 
+    /// Fail at once on a link that already timed out.
+    fn check(&self) -> std::io::Result<()> {
+        if self.stalled {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the connection timed out earlier",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Remember a socket timeout (see `stalled`).
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            use std::io::ErrorKind::{TimedOut, WouldBlock};
+            self.stalled |= matches!(e.kind(), WouldBlock | TimedOut);
+        }
+        r
+    }
+
     /// Write out everything rustls holds for the socket.
     fn push(&mut self) -> std::io::Result<()> {
         while self.conn.wants_write() {
-            if self.conn.write_tls(&mut self.sock)? == 0 {
+            let r = self.conn.write_tls(&mut self.sock);
+            if self.note(r)? == 0 {
                 return Err(std::io::ErrorKind::WriteZero.into());
             }
         }
@@ -316,6 +342,7 @@ impl TlsStream {
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::io::ErrorKind;
+        self.check()?;
         loop {
             match self.conn.reader().read(buf) {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
@@ -323,7 +350,8 @@ impl Read for TlsStream {
             }
             // No plaintext yet: send what is pending, then wait for records.
             self.push()?;
-            if self.conn.read_tls(&mut self.sock)? == 0 {
+            let r = self.conn.read_tls(&mut self.sock);
+            if self.note(r)? == 0 {
                 // TCP closed: rustls reports whether it was a clean close.
                 self.conn
                     .process_new_packets()
@@ -343,12 +371,14 @@ impl Read for TlsStream {
 
 impl Write for TlsStream {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.check()?;
         let n = self.conn.writer().write(buf)?;
         self.push()?;
         Ok(n)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        self.check()?;
         self.conn.writer().flush()?;
         self.push()
     }
