@@ -149,6 +149,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Completion(a) => crate::completion::completion(&a),
         Cmd::Manpage => crate::completion::manpage(),
         Cmd::Share(a) => crate::share::run(&mut ctx, a),
+        Cmd::Replication(a) => crate::replication::run(&mut ctx, a),
     }
 }
 
@@ -180,6 +181,7 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     opts.analytics.retention.seconds = a.analytics_seconds as usize;
     opts.analytics.retention.minutes = a.analytics_minutes as usize;
     opts.nbd = a.nbd.clone();
+    opts.replication = a.replication.clone();
     cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
 }
 

@@ -15,6 +15,7 @@ mod debug;
 mod http_addr;
 mod mount;
 mod mysql;
+mod replication;
 mod share;
 mod snapshot;
 mod status;
@@ -100,6 +101,9 @@ pub enum Cmd {
     /// Statistics: list, show (rates with breakdowns), heatmap
     #[command(subcommand)]
     Analytics(analytics::AnalyticsCmd),
+    /// Replication between appliances: pair, create, list, run, pause, resume, destroy
+    #[command(subcommand)]
+    Replication(replication::ReplicationCmd),
     /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
     #[command(subcommand)]
     Mysql(mysql::MysqlCmd),
@@ -152,6 +156,10 @@ pub struct ServeArgs {
     /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
     #[arg(long, value_name = "ADDR")]
     pub nbd: Option<String>,
+    /// Replication listener address (HOST:PORT; port 0 = any, written to
+    /// HOME/replication.addr); paired peers replicate into this appliance there
+    #[arg(long, value_name = "ADDR")]
+    pub replication: Option<String>,
     /// Accept `debug inject` (fault injection into pool devices: tests only)
     #[arg(long, hide = true)]
     pub allow_fault_injection: bool,

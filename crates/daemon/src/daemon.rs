@@ -38,6 +38,9 @@ pub mod iscsi;
 mod mounts;
 pub mod nbd;
 pub mod nfs;
+pub mod replication;
+mod replication_cycle;
+mod replication_serve;
 mod shares;
 mod snapshots;
 mod streams;
@@ -85,6 +88,8 @@ pub struct Daemon {
     iscsi: std::sync::OnceLock<Arc<iscsi::IscsiService>>,
     /// `serve --allow-fault-injection`: `debug.inject` works only then.
     fault_injection: AtomicBool,
+    /// Replication: key, peers, relationships (see `replication.rs`).
+    replication: replication::Replication,
 }
 
 /// Every op and the arguments it accepts.
@@ -237,6 +242,7 @@ impl Daemon {
             nbd: std::sync::OnceLock::new(),
             iscsi: std::sync::OnceLock::new(),
             fault_injection: AtomicBool::new(false),
+            replication: replication::Replication::open(home)?,
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -328,7 +334,11 @@ impl Daemon {
                 req.op
             ));
         }
-        let Some((_, allowed)) = OPS.iter().find(|(n, _)| *n == req.op) else {
+        let Some((_, allowed)) = OPS
+            .iter()
+            .chain(replication::REPL_OPS)
+            .find(|(n, _)| *n == req.op)
+        else {
             return Err(format!("unknown operation '{}'", req.op));
         };
         let a = Args::new(&req.op, &req.args, allowed)?;
@@ -359,6 +369,7 @@ impl Daemon {
             op if op.starts_with("fs.") => self.fs_op(op, &a),
             op if op.starts_with("snap.") => self.snap_op(op, &a),
             op if op.starts_with("analytics.") => self.analytics_op(op, &a),
+            op if op.starts_with("repl.") => self.repl_op(op, &a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }

@@ -49,6 +49,9 @@ pub struct ServeOpts {
     pub nbd: Option<String>,
     /// Accept `debug inject` (fault injection, for tests).
     pub allow_fault_injection: bool,
+    /// Replication listener address (`serve --replication ADDR`); None = none
+    /// (cycles of this appliance's own relationships run either way).
+    pub replication: Option<String>,
 }
 
 impl Default for ServeOpts {
@@ -64,6 +67,7 @@ impl Default for ServeOpts {
             nfs: daemon::nfs::NfsOpts::default(),
             nbd: None,
             allow_fault_injection: false,
+            replication: None,
         }
     }
 }
@@ -198,6 +202,11 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(&socket);
         return Err(e);
     }
+    if let Err(e) = start_replication(&daemon, &opts, &home) {
+        daemon.shutdown();
+        let _ = std::fs::remove_file(&socket);
+        return Err(e);
+    }
     eprintln!("cachalot: serving on {}", socket.display());
     {
         let daemon = daemon.clone();
@@ -215,6 +224,24 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
             })?;
     }
     unix::serve_unix(listener, daemon);
+    Ok(())
+}
+
+/// Start the replication scheduler, and the listener if `opts.replication`
+/// names an address (written to `home/replication.addr`; port 0 = any).
+fn start_replication(
+    daemon: &Arc<Daemon>,
+    opts: &ServeOpts,
+    home: &std::path::Path,
+) -> anyhow::Result<()> {
+    let addr_file = home.join("replication.addr");
+    let _ = std::fs::remove_file(&addr_file);
+    if let Some(addr) = opts.replication.as_deref().map(str::trim) {
+        let bound = daemon.start_replication(addr)?;
+        state::write_atomic(&addr_file, format!("{bound}\n").as_bytes(), 0o644)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", addr_file.display()))?;
+    }
+    daemon.start_replication_scheduler()?;
     Ok(())
 }
 

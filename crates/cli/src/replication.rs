@@ -1,0 +1,233 @@
+//! `cachalot replication ...`: pairing with another appliance and the
+//! relationships this appliance is the source of (see CLI.md, "Replication").
+
+use crate::commands::{CmdResult, Ctx};
+use crate::table::{format_date, Table};
+use cachalot_daemon::format_size;
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+#[derive(Subcommand, Debug)]
+pub enum ReplicationCmd {
+    /// Pair with another appliance. Without arguments: print a one-time token
+    /// (valid one hour) for the other appliance to pair with this one; with
+    /// ADDR TOKEN: pair with the listener at ADDR using its token.
+    Pair {
+        /// The other appliance's replication address (HOST:PORT)
+        #[arg(requires = "token")]
+        address: Option<String>,
+        /// The token printed by `cachalot replication pair` there
+        token: Option<String>,
+    },
+    /// List the paired peers: KEY ADDRESS PAIRED
+    Peers {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+    },
+    /// Create a relationship: replicate FS to HOST:PORT/FS on a schedule
+    Create {
+        name: String,
+        /// The filesystem to replicate (on this appliance)
+        #[arg(long, value_name = "FS")]
+        source: String,
+        /// Where to: HOST:PORT/FS (the other appliance's replication listener)
+        #[arg(long, value_name = "HOST:PORT/FS")]
+        target: String,
+        /// Time between cycles (30s, 5m, 1h; default 5m)
+        #[arg(long, value_name = "DURATION")]
+        schedule: Option<String>,
+        /// Retention grid on both sides (default "1h:every 5m, 1d:every 1h, 30d:every 1d")
+        #[arg(long, value_name = "RULES")]
+        keep: Option<String>,
+        /// Bandwidth limit in bytes per second (e.g. 50M)
+        #[arg(long, value_name = "RATE")]
+        bwlimit: Option<String>,
+        /// The target pulls (not supported yet)
+        #[arg(long)]
+        pull: bool,
+    },
+    /// List relationships: NAME SOURCE TARGET STATE LAG LAST-SYNC BYTES RATE
+    List {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Exact numbers (seconds, bytes, unix times)
+        #[arg(short = 'p')]
+        parsable: bool,
+        /// Also show the last error or message of each
+        #[arg(short = 'v')]
+        verbose: bool,
+        name: Option<String>,
+    },
+    /// Run a cycle now (waits for it; after the running one, if any)
+    Run { name: String },
+    /// Stop scheduling cycles
+    Pause { name: String },
+    /// Schedule cycles again
+    Resume { name: String },
+    /// Forget a relationship (its snapshots stay; its holds here are released)
+    Destroy { name: String },
+}
+
+fn lag_text(secs: u64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn list(
+    ctx: &mut Ctx,
+    scripted: bool,
+    parsable: bool,
+    verbose: bool,
+    name: Option<String>,
+) -> CmdResult {
+    let rows = ctx.call("repl.list", json!({ "name": name }))?;
+    let mut headers = vec![
+        "NAME",
+        "SOURCE",
+        "TARGET",
+        "STATE",
+        "LAG",
+        "LAST-SYNC",
+        "BYTES",
+        "RATE",
+    ];
+    if verbose {
+        headers.push("MESSAGE");
+    }
+    let right = headers
+        .iter()
+        .map(|h| matches!(*h, "LAG" | "BYTES" | "RATE"))
+        .collect();
+    let mut t = Table::new(headers.iter().map(|s| s.to_string()).collect(), right);
+    for r in rows.as_array().into_iter().flatten() {
+        let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+        let num = |k: &str, f: &dyn Fn(u64) -> String| r[k].as_u64().map_or("-".into(), f);
+        let exact = |n: u64| n.to_string();
+        let mut row = vec![
+            s("name"),
+            s("source"),
+            s("target"),
+            s("state"),
+            num("lag", if parsable { &exact } else { &lag_text }),
+            num("last_success", if parsable { &exact } else { &format_date }),
+            num("bytes", if parsable { &exact } else { &format_size }),
+            num(
+                "rate",
+                if parsable {
+                    &exact
+                } else {
+                    &|n| format!("{}/s", format_size(n))
+                },
+            ),
+        ];
+        if verbose {
+            row.push(
+                r["last_error"]
+                    .as_str()
+                    .or(r["last_message"].as_str())
+                    .unwrap_or("-")
+                    .to_string(),
+            );
+        }
+        t.rows.push(row);
+    }
+    print!("{}", t.render(scripted));
+    Ok(())
+}
+
+fn peers(ctx: &mut Ctx, scripted: bool) -> CmdResult {
+    let rows = ctx.call("repl.peers", json!({}))?;
+    let mut t = Table::new(
+        vec!["KEY".into(), "ADDRESS".into(), "PAIRED".into()],
+        vec![false; 3],
+    );
+    for p in rows.as_array().into_iter().flatten() {
+        t.rows.push(vec![
+            p["fingerprint"].as_str().unwrap_or("-").to_string(),
+            p["address"].as_str().unwrap_or("(dialled us)").to_string(),
+            p["paired"].as_u64().map_or("-".into(), format_date),
+        ]);
+    }
+    print!("{}", t.render(scripted));
+    Ok(())
+}
+
+pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
+    match cmd {
+        ReplicationCmd::Pair { address: None, .. } => {
+            let r = ctx.call("repl.pair_token", json!({}))?;
+            println!("{}", r["token"].as_str().unwrap_or(""));
+            eprintln!(
+                "this appliance's key: {}; on the other appliance run: cachalot replication pair THIS-HOST:PORT TOKEN (valid one hour, once)",
+                r["fingerprint"].as_str().unwrap_or("?")
+            );
+            Ok(())
+        }
+        ReplicationCmd::Pair {
+            address: Some(address),
+            token,
+        } => {
+            let r = ctx.call("repl.pair", json!({ "address": address, "token": token }))?;
+            println!(
+                "paired with {address} (key {})",
+                r["fingerprint"].as_str().unwrap_or("?")
+            );
+            Ok(())
+        }
+        ReplicationCmd::Peers { scripted } => peers(ctx, scripted),
+        ReplicationCmd::Create {
+            name,
+            source,
+            target,
+            schedule,
+            keep,
+            bwlimit,
+            pull,
+        } => {
+            if pull {
+                return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
+            }
+            ctx.call(
+                "repl.create",
+                json!({
+                    "name": name, "source": source, "target": target,
+                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit,
+                }),
+            )?;
+            Ok(())
+        }
+        ReplicationCmd::List {
+            scripted,
+            parsable,
+            verbose,
+            name,
+        } => list(ctx, scripted, parsable, verbose, name),
+        ReplicationCmd::Run { name } => {
+            let r = ctx.call("repl.run", json!({ "name": name }))?;
+            for m in r["messages"].as_array().into_iter().flatten() {
+                eprintln!("replication {name}: {}", m.as_str().unwrap_or(""));
+            }
+            let bytes = r["bytes"].as_u64().unwrap_or(0);
+            println!(
+                "{}: {} in {:.1}s",
+                r["snapshot"].as_str().unwrap_or("?"),
+                format_size(bytes),
+                r["seconds"].as_f64().unwrap_or(0.0)
+            );
+            Ok(())
+        }
+        ReplicationCmd::Pause { name } => simple(ctx, "repl.pause", &name),
+        ReplicationCmd::Resume { name } => simple(ctx, "repl.resume", &name),
+        ReplicationCmd::Destroy { name } => simple(ctx, "repl.destroy", &name),
+    }
+}
+
+fn simple(ctx: &mut Ctx, op: &str, name: &str) -> CmdResult {
+    ctx.call(op, json!({ "name": name })).map(|_: Value| ())
+}

@@ -1,0 +1,402 @@
+//! Replication between appliances, daemon side: the appliance's key, its
+//! paired peers, the relationships it is the source of, and the `repl.*` ops.
+//! The listener is in `replication_serve.rs`, the cycles and the scheduler in
+//! `replication_cycle.rs`; the wire protocol in `cachalot-replication`.
+//!
+//! State, all in `HOME/replication/` (the daemon home, not a pool: a
+//! relationship joins two appliances and names a peer's key, which belongs to
+//! the appliance, and it must survive the export of a pool):
+//! - `cert.der`, `key.der` (0600): this appliance's key, made at first use.
+//! - `peers.json`: the pinned peers, `{fingerprint, address, paired}`.
+//! - `relationships.json`: every relationship with its last status.
+//!
+//! Invariants:
+//! - Files are replaced atomically (`state::write_atomic`) under the mutex of
+//!   what they hold, so a crash leaves the old or the new list.
+//! - A connection is trusted only if its certificate's fingerprint is pinned
+//!   (on the source: pinned for the address dialled); the only request an
+//!   unpinned peer may make is `pair`, with a live one-time token.
+//! - One cycle of a relationship runs at a time (its `cycle` mutex); the
+//!   scheduler only try-locks it, `replication run` waits for it.
+
+use super::{Daemon, OpResult};
+use crate::proto::{validate_dataset_name, Args};
+use crate::state::write_atomic;
+use cachalot_replication::relationship::{self, Relationship, DEFAULT_KEEP};
+use cachalot_replication::tls::Identity;
+use cachalot_replication::{pair, retention};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default socket timeout of a peer link; `CACHALOT_REPL_TIMEOUT` (seconds)
+/// overrides it (tests cut links and want the cut noticed quickly).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A pinned peer.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(super) struct Peer {
+    pub fingerprint: String,
+    /// The address this appliance dialled when pairing (None: the peer dialled us).
+    pub address: Option<String>,
+    pub paired: u64,
+}
+
+/// The replication state of one daemon.
+pub struct Replication {
+    dir: PathBuf,
+    identity: Mutex<Option<Identity>>,
+    peers: Mutex<Vec<Peer>>,
+    rels: Mutex<BTreeMap<String, Relationship>>,
+    /// One mutex per relationship: held while a cycle runs.
+    cycles: Mutex<BTreeMap<String, Arc<Mutex<()>>>>,
+    /// Live pairing tokens and when they expire (memory only: a restart ends them).
+    tokens: Mutex<Vec<(String, u64)>>,
+    pub(super) timeout: Duration,
+}
+
+pub(super) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn read_json<T: for<'de> Deserialize<'de> + Default>(path: &Path) -> anyhow::Result<T> {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| anyhow::anyhow!("{}: corrupt file: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+    }
+}
+
+impl Replication {
+    /// Load the state kept in `home/replication` (nothing is created yet).
+    pub fn open(home: &Path) -> anyhow::Result<Replication> {
+        let dir = home.join("replication");
+        let peers: Vec<Peer> = read_json(&dir.join("peers.json"))?;
+        let list: Vec<Relationship> = read_json(&dir.join("relationships.json"))?;
+        let timeout = std::env::var("CACHALOT_REPL_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_TIMEOUT);
+        Ok(Replication {
+            dir,
+            identity: Mutex::new(None),
+            peers: Mutex::new(peers),
+            rels: Mutex::new(list.into_iter().map(|r| (r.name.clone(), r)).collect()),
+            cycles: Mutex::new(BTreeMap::new()),
+            tokens: Mutex::new(Vec::new()),
+            timeout,
+        })
+    }
+
+    fn ensure_dir(&self) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|e| format!("{}: {e}", self.dir.display()))
+    }
+
+    /// This appliance's key: loaded, or made and stored at first use.
+    pub fn identity(&self) -> Result<Identity, String> {
+        let mut slot = self.identity.lock();
+        if let Some(id) = &*slot {
+            return Ok(id.clone());
+        }
+        self.ensure_dir()?;
+        let (cp, kp) = (self.dir.join("cert.der"), self.dir.join("key.der"));
+        let id = match (std::fs::read(&cp), std::fs::read(&kp)) {
+            (Ok(cert_der), Ok(key_der)) => Identity { cert_der, key_der },
+            (Err(_), Err(_)) => {
+                let id = Identity::generate()?;
+                // The key first: a cert without its key would be a dead end.
+                write_atomic(&kp, &id.key_der, 0o600)
+                    .and_then(|()| write_atomic(&cp, &id.cert_der, 0o644))
+                    .map_err(|e| format!("{}: cannot store the replication key: {e}", self.dir.display()))?;
+                super::log(format!(
+                    "replication: made this appliance's key {}",
+                    id.fingerprint()
+                ));
+                id
+            }
+            _ => {
+                return Err(format!(
+                    "{}: cert.der or key.der is missing: restore both, or remove both to make a new key (and pair again)",
+                    self.dir.display()
+                ))
+            }
+        };
+        *slot = Some(id.clone());
+        Ok(id)
+    }
+
+    fn save_peers(&self, peers: &[Peer]) -> Result<(), String> {
+        self.ensure_dir()?;
+        let data = serde_json::to_vec_pretty(peers).map_err(|e| e.to_string())?;
+        write_atomic(&self.dir.join("peers.json"), &data, 0o600)
+            .map_err(|e| format!("cannot store the peer list: {e}"))
+    }
+
+    /// Pin `fp` (for `address`, if we dialled it), replacing an older pin of
+    /// the same address or key.
+    pub(super) fn pin(&self, fp: &str, address: Option<&str>) -> Result<(), String> {
+        let mut peers = self.peers.lock();
+        let mut next: Vec<Peer> = peers
+            .iter()
+            .filter(|p| {
+                p.fingerprint != fp && (address.is_none() || p.address.as_deref() != address)
+            })
+            .cloned()
+            .collect();
+        next.push(Peer {
+            fingerprint: fp.to_string(),
+            address: address.map(str::to_string),
+            paired: now(),
+        });
+        self.save_peers(&next)?;
+        *peers = next;
+        Ok(())
+    }
+
+    pub(super) fn is_pinned(&self, fp: &str) -> bool {
+        self.peers.lock().iter().any(|p| p.fingerprint == fp)
+    }
+
+    /// The key pinned for a peer address we dial.
+    pub(super) fn pinned_for(&self, address: &str) -> Option<String> {
+        self.peers
+            .lock()
+            .iter()
+            .rev()
+            .find(|p| p.address.as_deref() == Some(address))
+            .map(|p| p.fingerprint.clone())
+    }
+
+    /// Take a live pairing token for which `check` holds (used once).
+    pub(super) fn take_token(&self, mut check: impl FnMut(&str) -> bool) -> bool {
+        let mut tokens = self.tokens.lock();
+        let t = now();
+        tokens.retain(|(_, exp)| *exp > t);
+        match tokens.iter().position(|(tok, _)| check(tok)) {
+            Some(i) => {
+                tokens.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn save_rels(&self, rels: &BTreeMap<String, Relationship>) -> Result<(), String> {
+        self.ensure_dir()?;
+        let list: Vec<&Relationship> = rels.values().collect();
+        let data = serde_json::to_vec_pretty(&list).map_err(|e| e.to_string())?;
+        write_atomic(&self.dir.join("relationships.json"), &data, 0o600)
+            .map_err(|e| format!("cannot store the relationships: {e}"))
+    }
+
+    pub(super) fn get(&self, name: &str) -> Result<Relationship, String> {
+        self.rels
+            .lock()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| format!("replication relationship '{name}' does not exist"))
+    }
+
+    pub(super) fn names(&self) -> Vec<String> {
+        self.rels.lock().keys().cloned().collect()
+    }
+
+    /// Change relationship `name` with `f` and store the result durably.
+    pub(super) fn update<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Relationship) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let mut rels = self.rels.lock();
+        let mut next = rels.clone();
+        let r = next
+            .get_mut(name)
+            .ok_or_else(|| format!("replication relationship '{name}' does not exist"))?;
+        let out = f(r)?;
+        self.save_rels(&next)?;
+        *rels = next;
+        Ok(out)
+    }
+
+    pub(super) fn cycle_lock(&self, name: &str) -> Arc<Mutex<()>> {
+        self.cycles
+            .lock()
+            .entry(name.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub(super) fn is_running(&self, name: &str) -> bool {
+        self.cycles.lock().get(name).is_some_and(|m| m.is_locked())
+    }
+}
+
+/// The `repl.*` ops and their arguments.
+pub const REPL_OPS: &[(&str, &[&str])] = &[
+    ("repl.pair_token", &[]),
+    ("repl.pair", &["address", "token"]),
+    ("repl.peers", &[]),
+    (
+        "repl.create",
+        &["name", "source", "target", "schedule", "keep", "bwlimit"],
+    ),
+    ("repl.list", &["name"]),
+    ("repl.run", &["name"]),
+    ("repl.pause", &["name"]),
+    ("repl.resume", &["name"]),
+    ("repl.destroy", &["name"]),
+];
+
+impl Daemon {
+    pub(super) fn repl_op(&self, op: &str, a: &Args) -> OpResult {
+        let r = &self.replication;
+        match op {
+            "repl.pair_token" => {
+                let id = r.identity()?;
+                let token = pair::new_token()?;
+                let expires = now() + pair::TOKEN_LIFETIME;
+                r.tokens.lock().push((token.clone(), expires));
+                Ok(json!({ "token": token, "fingerprint": id.fingerprint(), "expires": expires }))
+            }
+            "repl.pair" => self.repl_pair(&a.str("address")?, &a.str("token")?),
+            "repl.peers" => Ok(json!(*r.peers.lock())),
+            "repl.create" => self.repl_create(a),
+            "repl.list" => self.repl_list(a.opt_str("name")?),
+            "repl.run" => self.repl_run(&a.str("name")?),
+            "repl.pause" | "repl.resume" => {
+                let pause = op == "repl.pause";
+                r.update(&a.str("name")?, |rel| {
+                    rel.paused = pause;
+                    Ok(())
+                })?;
+                Ok(Value::Null)
+            }
+            "repl.destroy" => self.repl_destroy(&a.str("name")?),
+            _ => Err(format!("unknown operation '{op}'")),
+        }
+    }
+
+    fn repl_create(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        relationship::check_name(&name)?;
+        let source = a.str("source")?;
+        validate_dataset_name(&source)?;
+        let (target_addr, target_fs) = relationship::parse_target(&a.str("target")?)?;
+        validate_dataset_name(&target_fs)?;
+        let schedule = match a.opt_str("schedule")? {
+            None => 300,
+            Some(s) => retention::duration(&s)
+                .filter(|&d| d >= relationship::MIN_SCHEDULE)
+                .ok_or_else(|| format!("invalid schedule '{s}' (use e.g. 30s, 5m, 1h)"))?,
+        };
+        let keep = a
+            .opt_str("keep")?
+            .unwrap_or_else(|| DEFAULT_KEEP.to_string());
+        retention::parse_keep(&keep)?;
+        let bwlimit = a.opt_size("bwlimit")?.filter(|&b| b > 0);
+        // The source must exist now; the target is checked at the first cycle.
+        self.ds_store(&source)?
+            .dataset(&source)
+            .map_err(super::se)?;
+        let rel = Relationship {
+            name: name.clone(),
+            source,
+            target_addr,
+            target_fs,
+            schedule,
+            keep,
+            bwlimit,
+            paused: false,
+            broken: false,
+            status: Default::default(),
+        };
+        let r = &self.replication;
+        let mut rels = r.rels.lock();
+        if rels.contains_key(&name) {
+            return Err(format!("replication relationship '{name}' already exists"));
+        }
+        let mut next = rels.clone();
+        next.insert(name.clone(), rel);
+        r.save_rels(&next)?;
+        *rels = next;
+        super::log(format!("replication: created relationship '{name}'"));
+        Ok(Value::Null)
+    }
+
+    fn repl_list(&self, name: Option<String>) -> OpResult {
+        let r = &self.replication;
+        let rels: Vec<Relationship> = match &name {
+            Some(n) => vec![r.get(n)?],
+            None => r.rels.lock().values().cloned().collect(),
+        };
+        let t = now();
+        let rows: Vec<Value> = rels
+            .iter()
+            .map(|rel| {
+                let s = &rel.status;
+                json!({
+                    "name": rel.name,
+                    "source": rel.source,
+                    "target": rel.target(),
+                    "state": rel.state(r.is_running(&rel.name)),
+                    "lag": rel.lag(t),
+                    "last_success": s.last_success,
+                    "last_snapshot": s.last_snapshot,
+                    "bytes": s.last_bytes,
+                    "total_bytes": s.total_bytes,
+                    "rate": s.last_rate,
+                    "cycles": s.cycles,
+                    "schedule": rel.schedule,
+                    "keep": rel.keep,
+                    "bwlimit": rel.bwlimit,
+                    "last_error": s.last_error,
+                    "last_message": s.last_message,
+                })
+            })
+            .collect();
+        Ok(json!(rows))
+    }
+
+    fn repl_destroy(&self, name: &str) -> OpResult {
+        let r = &self.replication;
+        let lock = r.cycle_lock(name);
+        let _cycle = lock.lock();
+        let rel = r.get(name)?;
+        // The holds of the relationship go with it (on this side; the target's
+        // go when the target side is destroyed or resynced).
+        if let Ok(store) = self.ds_store(&rel.source) {
+            self.release_holds(&store, &rel.source, &hold_tag(name), None)?;
+        }
+        let mut rels = r.rels.lock();
+        let mut next = rels.clone();
+        next.remove(name);
+        r.save_rels(&next)?;
+        *rels = next;
+        r.cycles.lock().remove(name);
+        super::log(format!("replication: destroyed relationship '{name}'"));
+        Ok(Value::Null)
+    }
+}
+
+/// The hold tag of a relationship's newest common snapshot.
+pub(super) fn hold_tag(name: &str) -> String {
+    format!("repl:{name}")
+}

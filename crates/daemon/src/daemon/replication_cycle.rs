@@ -1,0 +1,369 @@
+//! Replication cycles on the source side, and the scheduler that starts them.
+//!
+//! One cycle of relationship R (source FS, target HOST:PORT/TFS):
+//! 1. connect (TLS, the pinned key checked, greetings) and ask TFS's state;
+//! 2. if the target holds a resume token: send the rest of that stream if the
+//!    source can still honour it (`send -t`), else have the target discard it
+//!    (`receive -A`) and say so in the status: a stale token never blocks R;
+//! 3. find the newest common snapshot by guid; refuse a target that has
+//!    snapshots newer than it, or changes since it (diverged), or none in
+//!    common, with one line naming R, the target dataset and the snapshot;
+//! 4. take snapshot `FS@repl-R-YYYYMMDD-HHMMSS`;
+//! 5. send the increment from it (or everything, if TFS does not exist) into
+//!    a resumable receive on the target, at most `bwlimit` bytes per second;
+//! 6. hold the new snapshot with `repl:R` on both sides and release the old
+//!    one (the newest common snapshot is always held on both sides);
+//! 7. apply R's retention grid on both sides.
+//!
+//! Invariants: nothing on the target is destroyed or rolled back by a cycle
+//! except R's own unheld snapshots by retention; a cycle that fails at any
+//! step leaves both sides as consistent as before (at worst an extra source
+//! snapshot, which retention removes, and a resume token, which the next
+//! cycle uses or discards).
+
+use super::replication::{hold_tag, now};
+use super::{guarded, log, se, Daemon, OpResult};
+use cachalot_datasets::resume::ResumeToken;
+use cachalot_datasets::{Store, StoreError, StreamStats};
+use cachalot_replication::link::Link;
+use cachalot_replication::pair;
+use cachalot_replication::relationship::{snapshot_prefix, Relationship};
+use cachalot_replication::tls::TlsStream;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a completed cycle did.
+struct Report {
+    snapshot: String,
+    bytes: u64,
+    secs: f64,
+    messages: Vec<String>,
+}
+
+fn short(fp: &str) -> &str {
+    &fp[..fp.len().min(16)]
+}
+
+impl Daemon {
+    /// Connect to a paired peer: TLS, its key checked against the pin for
+    /// `addr`, greetings. Nothing is sent before the key is checked.
+    fn connect_peer(&self, addr: &str) -> Result<Link, String> {
+        let r = &self.replication;
+        let pinned = r.pinned_for(addr).ok_or_else(|| {
+            format!(
+                "this appliance is not paired with {addr}: pair first (cachalot replication pair {addr} TOKEN, with a token from `cachalot replication pair` there)"
+            )
+        })?;
+        let id = r.identity()?;
+        let tls = TlsStream::connect(addr, &id, r.timeout)?;
+        if tls.peer_fingerprint() != pinned {
+            return Err(format!(
+                "{addr} presented key {}, not the key paired for it ({}): refusing (pair again if the peer was reinstalled)",
+                short(tls.peer_fingerprint()),
+                short(&pinned)
+            ));
+        }
+        let mut link = Link::new(tls);
+        link.greet(&id.fingerprint())?;
+        Ok(link)
+    }
+
+    /// `replication pair ADDR TOKEN`: exchange keys with the listener at ADDR.
+    pub(super) fn repl_pair(&self, addr: &str, token: &str) -> OpResult {
+        let r = &self.replication;
+        let id = r.identity()?;
+        let ours = id.fingerprint();
+        let tls = TlsStream::connect(addr, &id, r.timeout)?;
+        let theirs = tls.peer_fingerprint().to_string();
+        let mut link = Link::new(tls);
+        link.greet(&ours)?;
+        let reply =
+            link.request(&json!({ "op": "pair", "proof": pair::proof(token, &ours, &theirs) }))?;
+        if !pair::check_proof(reply["proof"].as_str().unwrap_or(""), token, &theirs, &ours) {
+            return Err(format!(
+                "pairing with {addr} failed: the peer could not prove it knows the token; nothing was pinned"
+            ));
+        }
+        r.pin(&theirs, Some(addr))?;
+        log(format!("replication: paired with {addr} (key {theirs})"));
+        Ok(json!({ "address": addr, "fingerprint": theirs }))
+    }
+
+    /// `replication run NAME`: one cycle now (after the one running, if any).
+    pub(super) fn repl_run(&self, name: &str) -> OpResult {
+        let lock = self.replication.cycle_lock(name);
+        let _cycle = lock.lock();
+        self.cycle_locked(name)
+    }
+
+    /// One cycle of `name`, its cycle lock held; the status is stored either way.
+    fn cycle_locked(&self, name: &str) -> OpResult {
+        let r = &self.replication;
+        let rel = r.get(name)?;
+        if rel.broken {
+            return Err(format!(
+                "replication {name}: the relationship is broken off: resync it first"
+            ));
+        }
+        let started = now();
+        r.update(name, |x| {
+            x.status.last_attempt = Some(started);
+            Ok(())
+        })?;
+        match guarded("replication", || self.cycle(&rel)) {
+            Ok(rep) => {
+                let rate = (rep.bytes as f64 / rep.secs.max(1e-3)) as u64;
+                let snap_time = super::replication_serve::snapshot_time(name, &rep.snapshot);
+                r.update(name, |x| {
+                    let s = &mut x.status;
+                    s.last_success = Some(now());
+                    s.last_snapshot = Some(rep.snapshot.clone());
+                    s.last_snapshot_time = snap_time.or(Some(started));
+                    s.last_bytes = rep.bytes;
+                    s.last_rate = rate;
+                    s.total_bytes += rep.bytes;
+                    s.cycles += 1;
+                    s.last_error = None;
+                    s.last_message = (!rep.messages.is_empty()).then(|| rep.messages.join("; "));
+                    Ok(())
+                })?;
+                log(format!(
+                    "replication {name}: sent '{}@{}' ({} bytes in {:.1}s)",
+                    rel.source, rep.snapshot, rep.bytes, rep.secs
+                ));
+                Ok(json!({
+                    "snapshot": format!("{}@{}", rel.source, rep.snapshot),
+                    "bytes": rep.bytes,
+                    "seconds": rep.secs,
+                    "messages": rep.messages,
+                }))
+            }
+            Err(e) => {
+                let e = format!("replication {name}: {e}");
+                log(&e);
+                r.update(name, |x| {
+                    x.status.last_error = Some(e.clone());
+                    Ok(())
+                })?;
+                Err(e)
+            }
+        }
+    }
+
+    fn cycle(&self, rel: &Relationship) -> Result<Report, String> {
+        let t0 = Instant::now();
+        let store = self.ds_store(&rel.source)?;
+        store.dataset(&rel.source).map_err(se)?;
+        let mut link = self.connect_peer(&rel.target_addr)?;
+        let state_req = json!({ "op": "state", "fs": rel.target_fs });
+        let mut st = link.request(&state_req)?;
+        let mut bytes = 0;
+        let mut messages = Vec::new();
+        if let Some(tok) = st["token"].as_str().map(str::to_string) {
+            match honourable(&store, rel, &tok) {
+                Ok(snap) => {
+                    bytes += transfer(&mut link, rel, |w| store.send_resume(&tok, w, &mut |_| {}))?;
+                    messages.push(format!("resumed the interrupted transfer of '{snap}'"));
+                }
+                Err(why) => {
+                    link.request(&json!({ "op": "abort", "fs": rel.target_fs }))?;
+                    let m = format!("discarded the target's resume token: {why}");
+                    log(format!("replication {}: {m}", rel.name));
+                    messages.push(m);
+                }
+            }
+            st = link.request(&state_req)?;
+        }
+        // Refusals come before the snapshot: a refused cycle changes nothing.
+        let from = common_base(&store, rel, &st)?;
+        let snap = take_snapshot(&store, rel)?;
+        let full = format!("{}@{snap}", rel.source);
+        let from_full = from.map(|f| format!("{}@{f}", rel.source));
+        bytes += transfer(&mut link, rel, |w| {
+            store.send(&full, from_full.as_deref(), w, &mut |_| {})
+        })?;
+        link.request(
+            &json!({ "op": "hold", "fs": rel.target_fs, "snap": snap, "name": rel.name }),
+        )?;
+        self.move_hold(&store, &rel.source, &snap, &hold_tag(&rel.name))?;
+        link.request(
+            &json!({ "op": "prune", "fs": rel.target_fs, "name": rel.name, "keep": rel.keep }),
+        )?;
+        self.prune(&store, &rel.source, &rel.name, &rel.keep)?;
+        Ok(Report {
+            snapshot: snap,
+            bytes,
+            secs: t0.elapsed().as_secs_f64(),
+            messages,
+        })
+    }
+
+    /// Run due cycles in the background until the daemon shuts down.
+    pub fn start_replication_scheduler(self: &Arc<Self>) -> std::io::Result<()> {
+        let d = self.clone();
+        std::thread::Builder::new()
+            .name("cachalot-repl-sched".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(250));
+                if d.is_shutting_down() {
+                    return;
+                }
+                for name in d.replication.names() {
+                    let Ok(rel) = d.replication.get(&name) else {
+                        continue;
+                    };
+                    let due = rel
+                        .status
+                        .last_attempt
+                        .is_none_or(|t| now() >= t + rel.schedule);
+                    if rel.paused || rel.broken || !due || d.replication.is_running(&name) {
+                        continue;
+                    }
+                    let d2 = d.clone();
+                    let _ = std::thread::Builder::new()
+                        .name("cachalot-repl-cycle".into())
+                        .spawn(move || {
+                            let lock = d2.replication.cycle_lock(&name);
+                            if let Some(_cycle) = lock.try_lock() {
+                                let _ = d2.cycle_locked(&name);
+                            };
+                        });
+                }
+            })?;
+        Ok(())
+    }
+}
+
+/// Check that the source can continue the stream of a target's resume
+/// token; returns the snapshot it resumes, or why it cannot.
+fn honourable(store: &Store, rel: &Relationship, token: &str) -> Result<String, String> {
+    let t = ResumeToken::decode(token).map_err(se)?;
+    let fs = t.snapshot.split_once('@').map(|(f, _)| f).unwrap_or("");
+    if fs != rel.source {
+        return Err(format!(
+            "it continues '{}', which is not a snapshot of '{}'",
+            t.snapshot, rel.source
+        ));
+    }
+    if store.snapshot_guid(&t.snapshot).ok() != Some(t.guid) {
+        return Err(format!(
+            "its snapshot '{}' no longer exists on the source",
+            t.snapshot
+        ));
+    }
+    if t.from_guid != 0 {
+        let names = store.snapshot_names(fs).map_err(se)?;
+        let base = names
+            .iter()
+            .any(|n| store.snapshot_guid(&format!("{fs}@{n}")).ok() == Some(t.from_guid));
+        if !base {
+            return Err(format!(
+                "the base of its increment to '{}' no longer exists on the source",
+                t.snapshot
+            ));
+        }
+    }
+    Ok(t.snapshot)
+}
+
+/// Take the cycle's snapshot `repl-NAME-YYYYMMDD-HHMMSS` (waiting for the
+/// next second if this one's name is taken); returns its name.
+fn take_snapshot(store: &Store, rel: &Relationship) -> Result<String, String> {
+    for _ in 0..8 {
+        let name = format!(
+            "{}{}",
+            snapshot_prefix(&rel.name),
+            cachalot_analytics::query::compact_utc(now())
+        );
+        let full = format!("{}@{name}", rel.source);
+        if store.snapshot_guid(&full).is_ok() {
+            std::thread::sleep(Duration::from_millis(400));
+            continue;
+        }
+        store.snapshot(&[full]).map_err(se)?;
+        return Ok(name);
+    }
+    Err("cannot name the cycle's snapshot (the clock does not move?)".into())
+}
+
+/// The newest snapshot the target has in common with the source (its name on
+/// the source), or `None` when the target does not exist (a full send).
+fn common_base(store: &Store, rel: &Relationship, st: &Value) -> Result<Option<String>, String> {
+    if !st["exists"].as_bool().unwrap_or(false) {
+        return Ok(None);
+    }
+    let target = rel.target();
+    let tfs = &rel.target_fs;
+    let src: Vec<(String, u64)> = store
+        .snapshot_names(&rel.source)
+        .map_err(se)?
+        .into_iter()
+        .filter_map(|n| {
+            let g = store.snapshot_guid(&format!("{}@{n}", rel.source)).ok()?;
+            Some((n, g))
+        })
+        .collect();
+    let tsnaps: Vec<(String, u64)> = st["snapshots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some((s["name"].as_str()?.to_string(), s["guid"].as_u64()?)))
+        .collect();
+    let common = tsnaps
+        .iter()
+        .rposition(|(_, g)| src.iter().any(|(_, sg)| sg == g));
+    let Some(ci) = common else {
+        return Err(match tsnaps.last() {
+            Some((n, _)) => format!(
+                "target {target} has no snapshot in common with '{}' (its newest is '{tfs}@{n}'): refusing; nothing was changed",
+                rel.source
+            ),
+            None => format!(
+                "target {target} exists and has no snapshots: refusing to overwrite it; nothing was changed"
+            ),
+        });
+    };
+    let (cname, cguid) = &tsnaps[ci];
+    if let Some((n, _)) = tsnaps.get(ci + 1) {
+        return Err(format!(
+            "target {target} has diverged: its snapshot '{tfs}@{n}' is newer than the newest common snapshot '{cname}' and is not on the source; refusing, nothing was changed"
+        ));
+    }
+    if st["written"].as_u64().unwrap_or(0) > 0 {
+        return Err(format!(
+            "target {target} has diverged: it was changed since snapshot '{tfs}@{cname}'; refusing, nothing was changed"
+        ));
+    }
+    let on_source = src.iter().find(|(_, g)| g == cguid).expect("found above");
+    Ok(Some(on_source.0.clone()))
+}
+
+/// Send one stream (what `produce` writes) into a resumable receive of the
+/// target; returns the stream bytes. A refusal by the target comes back as
+/// its own line.
+fn transfer(
+    link: &mut Link,
+    rel: &Relationship,
+    produce: impl FnOnce(&mut dyn Write) -> Result<StreamStats, StoreError>,
+) -> Result<u64, String> {
+    link.request(&json!({ "op": "receive", "fs": rel.target_fs }))?;
+    let mut w = link.data_writer(rel.bwlimit);
+    let produced = guarded("replication send", || produce(&mut w).map_err(se));
+    let finished = match produced {
+        Ok(_) => w
+            .finish()
+            .map_err(|e| format!("connection to {} lost: {e}", rel.target_addr)),
+        Err(e) => {
+            let _ = w.abort(&e);
+            Err(e)
+        }
+    };
+    match finished {
+        Ok(n) => link.read_reply().map(|_| n),
+        // The target may have refused the stream: its reason says more than a
+        // broken pipe does.
+        Err(e) => Err(link.read_refusal().unwrap_or(e)),
+    }
+}

@@ -1,0 +1,344 @@
+//! The replication listener (`serve --replication ADDR`): the target side of a
+//! relationship, and the helpers both sides use on their own pool (state of a
+//! filesystem, the hold of the newest common snapshot, retention).
+//!
+//! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
+//! stream), `abort {fs}`, `hold {snapshot, tag}` (holds it, releases the tag
+//! everywhere else in the filesystem), `prune {fs, name, keep}`. An unpaired
+//! peer may only `pair {proof}`.
+//!
+//! Invariants:
+//! - A peer's request is served only after its key was found pinned; a peer
+//!   that is not, or that does not greet in our protocol, is answered with
+//!   one ERROR line (if it speaks TLS) and the connection is closed; nothing
+//!   is changed and the refusal is logged with the peer's address and key.
+//! - Receives are always resumable (`receive -s`) and never forced: a
+//!   diverged target refuses the stream instead of being rolled back.
+//! - Retention destroys only snapshots named for the relationship
+//!   (`repl-NAME-...`), never a held one, never the newest.
+
+use super::replication::now;
+use super::{guarded, log, se, Daemon};
+use crate::proto::validate_dataset_name;
+use cachalot_datasets::{ReceiveOpts, Store};
+use cachalot_replication::link::Link;
+use cachalot_replication::relationship::snapshot_prefix;
+use cachalot_replication::tls::{self, TlsStream};
+use cachalot_replication::{pair, retention};
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::sync::Arc;
+
+/// What a filesystem looks like to the other side of a relationship.
+pub(super) fn fs_state(store: &Store, fs: &str) -> Result<Value, String> {
+    let exists = store.dataset(fs).is_ok();
+    let mut snaps = Vec::new();
+    let mut written = 0u64;
+    if exists {
+        for n in store.snapshot_names(fs).map_err(se)? {
+            let guid = store.snapshot_guid(&format!("{fs}@{n}")).map_err(se)?;
+            snaps.push(json!({ "name": n, "guid": guid }));
+        }
+        written = store
+            .get_props(fs, Some(&["written".to_string()]))
+            .map_err(se)?
+            .first()
+            .and_then(|r| r.raw.parse().ok())
+            .unwrap_or(0);
+    }
+    Ok(json!({
+        "exists": exists,
+        "snapshots": snaps,
+        "token": store.resume_token(fs),
+        "written": written,
+    }))
+}
+
+/// `repl-NAME-YYYYMMDD-HHMMSS` -> unix seconds.
+pub(super) fn snapshot_time(rel: &str, snap: &str) -> Option<u64> {
+    let ts = snap.strip_prefix(&snapshot_prefix(rel))?;
+    let (d, t) = ts.split_once('-')?;
+    if d.len() != 8 || t.len() != 6 {
+        return None;
+    }
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}",
+        &d[..4],
+        &d[4..6],
+        &d[6..],
+        &t[..2],
+        &t[2..4],
+        &t[4..]
+    );
+    cachalot_analytics::query::parse_time(&iso).ok()
+}
+
+impl Daemon {
+    /// Hold `fs@snap` with `tag` and release `tag` from every other snapshot
+    /// of `fs` (the newest common snapshot moves forward).
+    pub(super) fn move_hold(
+        &self,
+        store: &Store,
+        fs: &str,
+        snap: &str,
+        tag: &str,
+    ) -> Result<(), String> {
+        let full = format!("{fs}@{snap}");
+        if !store.holds(&full).map_err(se)?.iter().any(|t| t == tag) {
+            store.hold(&full, tag).map_err(se)?;
+        }
+        self.release_holds(store, fs, tag, Some(snap))
+    }
+
+    /// Release `tag` from every snapshot of `fs` but `except`.
+    pub(super) fn release_holds(
+        &self,
+        store: &Store,
+        fs: &str,
+        tag: &str,
+        except: Option<&str>,
+    ) -> Result<(), String> {
+        for n in store.snapshot_names(fs).map_err(se)? {
+            let full = format!("{fs}@{n}");
+            if Some(n.as_str()) != except
+                && store.holds(&full).map_err(se)?.iter().any(|t| t == tag)
+            {
+                store.release(&full, tag).map_err(se)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Apply relationship `rel`'s retention grid `keep` to `fs`; returns the
+    /// snapshots destroyed. Held snapshots are skipped.
+    pub(super) fn prune(
+        &self,
+        store: &Store,
+        fs: &str,
+        rel: &str,
+        keep: &str,
+    ) -> Result<Vec<String>, String> {
+        let rules = retention::parse_keep(keep)?;
+        let snaps: Vec<(String, u64)> = store
+            .snapshot_names(fs)
+            .map_err(se)?
+            .into_iter()
+            .filter_map(|n| snapshot_time(rel, &n).map(|t| (n, t)))
+            .collect();
+        let mut gone = Vec::new();
+        for n in retention::prune(&snaps, now(), &rules) {
+            let full = format!("{fs}@{n}");
+            if !store.holds(&full).map_err(se)?.is_empty() {
+                continue;
+            }
+            store.destroy_snapshot(&full).map_err(se)?;
+            gone.push(full);
+        }
+        Ok(gone)
+    }
+
+    /// Start the listener on `addr`; returns the address bound.
+    pub fn start_replication(self: &Arc<Self>, addr: &str) -> anyhow::Result<std::net::SocketAddr> {
+        let id = self
+            .replication
+            .identity()
+            .map_err(|e| anyhow::anyhow!("replication: {e}"))?;
+        let config = tls::server_config(&id).map_err(|e| anyhow::anyhow!("replication: {e}"))?;
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("replication: cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr()?;
+        log(format!(
+            "replication listening on {bound} (key {})",
+            id.fingerprint()
+        ));
+        let d = self.clone();
+        std::thread::Builder::new()
+            .name("cachalot-repl-listen".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(tcp) = conn else { continue };
+                    if d.is_shutting_down() {
+                        break;
+                    }
+                    let (d, config) = (d.clone(), config.clone());
+                    let _ = std::thread::Builder::new()
+                        .name("cachalot-repl-peer".into())
+                        .spawn(move || d.serve_peer(tcp, config));
+                }
+            })?;
+        Ok(bound)
+    }
+
+    fn serve_peer(&self, tcp: std::net::TcpStream, config: Arc<tls::ServerConfig>) {
+        let from = tcp
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let tls = match TlsStream::accept(tcp, config, self.replication.timeout) {
+            Ok(t) => t,
+            Err(e) => {
+                log(format!(
+                    "replication: refused a connection: {e} (not a cachalot replication peer)"
+                ));
+                return;
+            }
+        };
+        let fp = tls.peer_fingerprint().to_string();
+        let mut link = Link::new(tls);
+        let Ok(id) = self.replication.identity() else {
+            return;
+        };
+        if let Err(e) = link.greet(&id.fingerprint()) {
+            log(format!("replication: refused {from}: {e}"));
+            let _ = link.error(&format!("refused: {e}"));
+            return;
+        }
+        let mut paired = self.replication.is_pinned(&fp);
+        loop {
+            let req = match link.read_request() {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(e) => {
+                    log(format!("replication: {from}: {e}"));
+                    return;
+                }
+            };
+            let op = req["op"].as_str().unwrap_or("").to_string();
+            if op == "pair" {
+                let res = self.answer_pair(&req, &fp, &id.fingerprint());
+                paired = res.is_ok();
+                let sent = match res {
+                    Ok(v) => link.reply(&v),
+                    Err(e) => {
+                        log(format!("replication: pairing from {from} refused: {e}"));
+                        link.error(&e)
+                    }
+                };
+                if sent.is_err() || !paired {
+                    return;
+                }
+                continue;
+            }
+            if !paired {
+                let msg = format!(
+                    "this appliance is not paired with key {}: refused (pair first: cachalot replication pair ADDR TOKEN)",
+                    &fp[..16]
+                );
+                log(format!(
+                    "replication: refused {from}: not paired (key {fp})"
+                ));
+                let _ = link.error(&msg);
+                return;
+            }
+            let res = if op == "receive" {
+                match self.serve_receive(&req, &mut link) {
+                    Ok(v) => Ok(v),
+                    Err(e) => {
+                        log(format!("replication: receive from {from}: {e}"));
+                        let _ = link.error(&e);
+                        return; // the rest of a refused stream is not read
+                    }
+                }
+            } else {
+                guarded("replication", || self.serve_request(&op, &req))
+            };
+            let sent = match res {
+                Ok(v) => link.reply(&v),
+                Err(e) => link.error(&e),
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn answer_pair(&self, req: &Value, peer_fp: &str, our_fp: &str) -> Result<Value, String> {
+        let proof = req["proof"].as_str().unwrap_or("");
+        let mut used = None;
+        let ok = self.replication.take_token(|tok| {
+            let good = pair::check_proof(proof, tok, peer_fp, our_fp);
+            if good {
+                used = Some(tok.to_string());
+            }
+            good
+        });
+        let Some(tok) = used.filter(|_| ok) else {
+            return Err(
+                "pairing refused: the token is wrong, used or expired (make a new one with `cachalot replication pair` on this appliance)"
+                    .into(),
+            );
+        };
+        self.replication.pin(peer_fp, None)?;
+        log(format!("replication: paired with key {peer_fp}"));
+        Ok(json!({ "proof": pair::proof(&tok, our_fp, peer_fp) }))
+    }
+
+    fn fs_arg(req: &Value, key: &str) -> Result<String, String> {
+        let fs = req[key]
+            .as_str()
+            .ok_or_else(|| format!("request without '{key}'"))?;
+        validate_dataset_name(fs)?;
+        Ok(fs.to_string())
+    }
+
+    fn serve_request(&self, op: &str, req: &Value) -> Result<Value, String> {
+        match op {
+            "state" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                fs_state(&*self.ds_store(&fs)?, &fs)
+            }
+            "abort" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let msg = self.ds_store(&fs)?.abort_receive(&fs).map_err(se)?;
+                log(format!("replication: {msg}"));
+                Ok(json!({ "message": msg }))
+            }
+            "hold" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
+                let rel = req["name"].as_str().ok_or("request without 'name'")?;
+                let store = self.ds_store(&fs)?;
+                self.move_hold(&store, &fs, snap, &super::replication::hold_tag(rel))?;
+                Ok(Value::Null)
+            }
+            "prune" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let rel = req["name"].as_str().ok_or("request without 'name'")?;
+                cachalot_replication::relationship::check_name(rel)?;
+                let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
+                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
+                Ok(json!({ "destroyed": gone }))
+            }
+            _ => Err(format!("unknown replication request '{op:.40}'")),
+        }
+    }
+
+    /// `receive {fs}`: answer go, take the stream (resumably), answer the outcome.
+    fn serve_receive(&self, req: &Value, link: &mut Link) -> Result<Value, String> {
+        let fs = Self::fs_arg(req, "fs")?;
+        let store = self.ds_store(&fs)?;
+        if fs == store.name() {
+            return Err(format!(
+                "'{fs}' is a pool's root dataset: replicate into a child"
+            ));
+        }
+        link.reply(&Value::Null)?;
+        let mut data = link.data_reader();
+        let opts = ReceiveOpts {
+            force: false,
+            resumable: true,
+        };
+        let out = guarded("replication receive", || {
+            store
+                .receive_with(&fs, &mut data, &opts, &mut |_| {})
+                .map_err(se)
+        })?;
+        let _ = data.drain();
+        let bytes = data.total();
+        log(format!(
+            "replication: received '{}': {bytes} bytes",
+            out.snapshot
+        ));
+        Ok(json!({ "snapshot": out.snapshot, "bytes": bytes, "discarded": out.discarded }))
+    }
+}

@@ -1,0 +1,329 @@
+//! One conversation between two appliances over a [`TlsStream`]: greetings,
+//! then requests (JSON) each answered by a REPLY or an ERROR frame, and send
+//! streams carried as DATA frames closed by END.
+//!
+//! Invariants:
+//! - Nothing but the greeting is written before the peer's key has been
+//!   checked by the caller (see `tls`); a peer whose greeting is not ours gets
+//!   nothing more.
+//! - A stream ends with END only when the producer finished it; a producer
+//!   that fails sends ERROR with its reason instead, and a reader sees a cut
+//!   connection, an ERROR or a foreign frame as an I/O error, never as the end
+//!   of the stream. So a receive never takes a partial stream for a whole one.
+//! - Frames are bounded by `frame::MAX_PAYLOAD` (see `frame`).
+
+use crate::frame::{self, FrameError, FrameType, Hello};
+use crate::tls::TlsStream;
+use serde_json::{json, Value};
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// DATA frames written by [`DataWriter`].
+const DATA_CHUNK: usize = 256 << 10;
+
+/// A conversation with a peer.
+pub struct Link {
+    io: TlsStream,
+}
+
+impl Link {
+    pub fn new(io: TlsStream) -> Link {
+        Link { io }
+    }
+
+    pub fn tls(&self) -> &TlsStream {
+        &self.io
+    }
+
+    /// A socket error in words: a timeout says the link stopped moving.
+    fn io_error(&self, e: io::Error) -> io::Error {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the connection to {} stopped moving (timed out; link down?)",
+                    self.io.peer_addr()
+                ),
+            ),
+            _ => io::Error::new(
+                e.kind(),
+                format!("connection to {} lost: {e}", self.io.peer_addr()),
+            ),
+        }
+    }
+
+    fn write_frame(&mut self, ty: FrameType, payload: &[u8]) -> Result<(), String> {
+        self.io
+            .write_all(&frame::encode(ty, payload))
+            .and_then(|()| self.io.flush())
+            .map_err(|e| self.io_error(e).to_string())
+    }
+
+    /// Say who we are and read who the peer is: our greeting, then theirs.
+    pub fn greet(&mut self, our_fp: &str) -> Result<Hello, String> {
+        let g = frame::encode_greeting(&Hello::new(our_fp));
+        self.io
+            .write_all(&g)
+            .and_then(|()| self.io.flush())
+            .map_err(|e| self.io_error(e).to_string())?;
+        frame::read_greeting(&mut self.io).map_err(|e| self.frame_err(e))
+    }
+
+    fn frame_err(&self, e: FrameError) -> String {
+        match e {
+            FrameError::Truncated => format!("{} closed the connection", self.io.peer_addr()),
+            FrameError::Io(m)
+                if m.contains("temporarily unavailable") || m.contains("timed out") =>
+            {
+                format!(
+                    "{} stopped answering (timed out; link down?)",
+                    self.io.peer_addr()
+                )
+            }
+            e => format!("{}: {e}", self.io.peer_addr()),
+        }
+    }
+
+    /// Send a request and wait for its answer: the REPLY's JSON, or the
+    /// peer's ERROR line.
+    pub fn request(&mut self, req: &Value) -> Result<Value, String> {
+        let body = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+        self.write_frame(FrameType::Request, &body)?;
+        self.read_reply()
+    }
+
+    /// Read a REPLY (its JSON) or an ERROR (its line, as the error).
+    pub fn read_reply(&mut self) -> Result<Value, String> {
+        let f = frame::read_frame(&mut self.io).map_err(|e| self.frame_err(e))?;
+        match f.ty {
+            FrameType::Reply => frame::json(f.ty, &f.payload).map_err(|e| self.frame_err(e)),
+            FrameType::Error => {
+                let v: Value = frame::json(f.ty, &f.payload).map_err(|e| self.frame_err(e))?;
+                Err(v["error"]
+                    .as_str()
+                    .unwrap_or("the peer refused without a reason")
+                    .to_string())
+            }
+            ty => Err(format!(
+                "{}: expected a reply, got a {ty:?} frame",
+                self.io.peer_addr()
+            )),
+        }
+    }
+
+    /// After a failed write: the peer's ERROR line, if it sent one before it
+    /// closed the connection (its reason for refusing what we were sending).
+    pub fn read_refusal(&mut self) -> Option<String> {
+        let f = frame::read_frame(&mut self.io).ok()?;
+        if f.ty != FrameType::Error {
+            return None;
+        }
+        let v: Value = frame::json(f.ty, &f.payload).ok()?;
+        v["error"].as_str().map(str::to_string)
+    }
+
+    /// Server side: the next request, or `None` when the peer closed cleanly.
+    pub fn read_request(&mut self) -> Result<Option<Value>, String> {
+        let f = match frame::read_frame(&mut self.io) {
+            Ok(f) => f,
+            Err(FrameError::Truncated) => return Ok(None),
+            Err(e) => return Err(self.frame_err(e)),
+        };
+        if f.ty != FrameType::Request {
+            return Err(format!(
+                "{}: expected a request, got a {:?} frame",
+                self.io.peer_addr(),
+                f.ty
+            ));
+        }
+        frame::json(f.ty, &f.payload)
+            .map(Some)
+            .map_err(|e| self.frame_err(e))
+    }
+
+    pub fn reply(&mut self, v: &Value) -> Result<(), String> {
+        let body = serde_json::to_vec(v).map_err(|e| e.to_string())?;
+        self.write_frame(FrameType::Reply, &body)
+    }
+
+    /// An ERROR frame with one line (cut to fit a frame).
+    pub fn error(&mut self, msg: &str) -> Result<(), String> {
+        let mut m = msg.replace('\n', " ");
+        m.truncate(frame::MAX_JSON / 2);
+        let body = serde_json::to_vec(&json!({ "error": m })).map_err(|e| e.to_string())?;
+        self.write_frame(FrameType::Error, &body)
+    }
+
+    /// A writer of one stream as DATA frames, at most `bwlimit` bytes per second.
+    pub fn data_writer(&mut self, bwlimit: Option<u64>) -> DataWriter<'_> {
+        let bwlimit = bwlimit.filter(|&r| r > 0);
+        // Under a limit, frames of about 1/8 s keep the pauses short (a peer
+        // waiting on a slow limit must not take a pause for a dead link).
+        let chunk = bwlimit.map_or(DATA_CHUNK, |r| {
+            (r / 8).clamp(4096, DATA_CHUNK as u64) as usize
+        });
+        DataWriter {
+            link: self,
+            buf: Vec::with_capacity(chunk),
+            chunk,
+            bwlimit,
+            start: Instant::now(),
+            sent: 0,
+        }
+    }
+
+    /// A reader of one stream of DATA frames; EOF at END.
+    pub fn data_reader(&mut self) -> DataReader<'_> {
+        DataReader {
+            link: self,
+            frame: Vec::new(),
+            at: 0,
+            ended: false,
+            total: 0,
+        }
+    }
+}
+
+/// See [`Link::data_writer`]; [`DataWriter::finish`] writes END,
+/// [`DataWriter::abort`] an ERROR.
+pub struct DataWriter<'a> {
+    link: &'a mut Link,
+    buf: Vec<u8>,
+    chunk: usize,
+    bwlimit: Option<u64>,
+    start: Instant,
+    sent: u64,
+}
+
+impl DataWriter<'_> {
+    fn emit(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let f = frame::encode(FrameType::Data, &self.buf);
+        self.link
+            .io
+            .write_all(&f)
+            .map_err(|e| self.link.io_error(e))?;
+        self.sent += self.buf.len() as u64;
+        self.buf.clear();
+        if let Some(rate) = self.bwlimit {
+            // Sleep until the average rate since the start is back at the limit.
+            let due = Duration::from_secs_f64(self.sent as f64 / rate as f64);
+            let spent = self.start.elapsed();
+            if due > spent {
+                self.link.io.flush()?;
+                std::thread::sleep(due - spent);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stream bytes written so far.
+    pub fn sent(&self) -> u64 {
+        self.sent + self.buf.len() as u64
+    }
+
+    /// End the stream (END frame); returns the bytes sent.
+    pub fn finish(mut self) -> io::Result<u64> {
+        self.emit()?;
+        self.link
+            .io
+            .write_all(&frame::encode(FrameType::End, &[]))?;
+        self.link.io.flush()?;
+        Ok(self.sent)
+    }
+
+    /// Give up the stream with a reason (the receiver discards it, or keeps
+    /// it for a resume if it receives resumably).
+    pub fn abort(self, msg: &str) -> Result<(), String> {
+        self.link.error(msg)
+    }
+}
+
+impl Write for DataWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(self.chunk - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == self.chunk {
+            self.emit()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.emit()?;
+        self.link.io.flush()
+    }
+}
+
+/// See [`Link::data_reader`].
+pub struct DataReader<'a> {
+    link: &'a mut Link,
+    frame: Vec<u8>,
+    at: usize,
+    ended: bool,
+    total: u64,
+}
+
+impl DataReader<'_> {
+    /// True once END has been read.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Stream bytes read so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Read and drop the rest of the stream up to END.
+    pub fn drain(&mut self) -> io::Result<u64> {
+        io::copy(self, &mut io::sink())
+    }
+}
+
+impl Read for DataReader<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.frame.len() {
+            if self.ended || out.is_empty() {
+                return Ok(0);
+            }
+            let f = frame::read_frame(&mut self.link.io).map_err(|e| match e {
+                FrameError::Truncated => io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection was cut in the middle of the stream",
+                ),
+                e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+            })?;
+            match f.ty {
+                FrameType::Data => {
+                    self.frame = f.payload;
+                    self.at = 0;
+                }
+                FrameType::End => {
+                    self.ended = true;
+                    return Ok(0);
+                }
+                FrameType::Error => {
+                    let v: Value = serde_json::from_slice(&f.payload).unwrap_or(Value::Null);
+                    return Err(io::Error::other(format!(
+                        "the sender gave up the stream: {}",
+                        v["error"].as_str().unwrap_or("no reason given")
+                    )));
+                }
+                ty => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("a {ty:?} frame in the middle of a stream"),
+                    ))
+                }
+            }
+        }
+        let n = out.len().min(self.frame.len() - self.at);
+        out[..n].copy_from_slice(&self.frame[self.at..self.at + n]);
+        self.at += n;
+        self.total += n as u64;
+        Ok(n)
+    }
+}

@@ -1,0 +1,161 @@
+//! A replication relationship as stored by the source appliance: what goes
+//! where, how often, what is kept, and what happened last.
+//!
+//! Invariants: names, targets, schedules and retention rules are validated
+//! here before anything is stored; a relationship's snapshots are named
+//! `repl-NAME-YYYYMMDD-HHMMSS` (UTC), the same on both sides, so both sides
+//! apply the same retention from the names alone.
+
+use serde::{Deserialize, Serialize};
+
+/// The retention grid used when `--keep` is not given.
+pub const DEFAULT_KEEP: &str = "1h:every 5m, 1d:every 1h, 30d:every 1d";
+
+/// Schedules below this are refused (a cycle needs at least that long).
+pub const MIN_SCHEDULE: u64 = 1;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Relationship {
+    pub name: String,
+    /// Source filesystem on this appliance.
+    pub source: String,
+    /// The target appliance's replication address (HOST:PORT).
+    pub target_addr: String,
+    /// Filesystem on the target appliance.
+    pub target_fs: String,
+    /// Seconds between cycles.
+    pub schedule: u64,
+    /// Retention grid (see `retention`).
+    pub keep: String,
+    /// Bytes per second, if limited.
+    #[serde(default)]
+    pub bwlimit: Option<u64>,
+    #[serde(default)]
+    pub paused: bool,
+    /// Broken off (`replication break`): no more cycles until `resync`.
+    #[serde(default)]
+    pub broken: bool,
+    #[serde(default)]
+    pub status: Status,
+}
+
+/// What the cycles did (kept with the relationship, so it survives restarts).
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Unix seconds of the last cycle's start.
+    pub last_attempt: Option<u64>,
+    /// Unix seconds of the last cycle that completed.
+    pub last_success: Option<u64>,
+    /// The newest snapshot both sides have (the snapshot part of the name).
+    pub last_snapshot: Option<String>,
+    /// Creation time of `last_snapshot` (the recovery point).
+    pub last_snapshot_time: Option<u64>,
+    /// Stream bytes of the last completed cycle, and their rate (bytes/s).
+    pub last_bytes: u64,
+    pub last_rate: u64,
+    /// Stream bytes over every cycle.
+    pub total_bytes: u64,
+    pub cycles: u64,
+    /// Why the last cycle failed, if it did (one line).
+    pub last_error: Option<String>,
+    /// Something worth knowing from the last cycle (a discarded token).
+    pub last_message: Option<String>,
+}
+
+/// Check a relationship name: 1 to 64 letters, digits, `_ - .`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid relationship name '{name}': use 1 to 64 letters, digits, _ - ."
+        ))
+    }
+}
+
+/// Split `HOST:PORT/FS` (HOST may be `[v6]`) into the address and the filesystem.
+pub fn parse_target(s: &str) -> Result<(String, String), String> {
+    let bad = || format!("invalid target '{s}': use HOST:PORT/FS (e.g. 10.0.0.2:7480/tank/copy)");
+    let after_host = if s.starts_with('[') {
+        s.find(']').ok_or_else(bad)? + 1
+    } else {
+        0
+    };
+    let slash = s[after_host..].find('/').ok_or_else(bad)? + after_host;
+    let (addr, fs) = (&s[..slash], &s[slash + 1..]);
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) || fs.is_empty() {
+        return Err(bad());
+    }
+    Ok((addr.to_string(), fs.to_string()))
+}
+
+/// The prefix of a relationship's snapshot names.
+pub fn snapshot_prefix(name: &str) -> String {
+    format!("repl-{name}-")
+}
+
+impl Relationship {
+    /// `HOST:PORT/FS`.
+    pub fn target(&self) -> String {
+        format!("{}/{}", self.target_addr, self.target_fs)
+    }
+
+    /// Seconds since the recovery point, if there is one.
+    pub fn lag(&self, now: u64) -> Option<u64> {
+        self.status
+            .last_snapshot_time
+            .map(|t| now.saturating_sub(t))
+    }
+
+    /// "idle", "running", "paused", "broken" or "error" (`running` is known
+    /// to the scheduler only, so the caller passes it).
+    pub fn state(&self, running: bool) -> &'static str {
+        if self.broken {
+            "broken"
+        } else if running {
+            "running"
+        } else if self.paused {
+            "paused"
+        } else if self.status.last_error.is_some() {
+            "error"
+        } else {
+            "idle"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_bad_ones_are_refused() {
+        assert_eq!(
+            parse_target("10.0.0.2:7480/tank/copy").unwrap(),
+            ("10.0.0.2:7480".into(), "tank/copy".into())
+        );
+        assert_eq!(
+            parse_target("[fd00::2]:7480/tank/c").unwrap(),
+            ("[fd00::2]:7480".into(), "tank/c".into())
+        );
+        for bad in [
+            "host/tank",
+            "host:0/tank",
+            "host:99999/tank",
+            ":7480/t",
+            "h:7480/",
+            "h:7480",
+        ] {
+            assert!(parse_target(bad).is_err(), "{bad}");
+        }
+        assert!(check_name("db-1.a_b").is_ok());
+        assert!(check_name("a/b").is_err());
+        assert!(check_name("").is_err());
+    }
+}

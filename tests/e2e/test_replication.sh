@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# timeout: 180
+# Replication between two appliances: two daemons, each in its own network
+# namespace, joined by a veth pair (real TCP over TLS between them). Pairing
+# with a one-time token; a relationship whose cycles survive a kill -9 of the
+# sender, a kill -9 of the receiver and an `ip link set down` of the veth, each
+# in the middle of a transfer (the next cycle resumes from the receiver's token
+# and the files match the source's checksums); scheduled cycles with retention
+# on both sides; a wrong key, a diverged target and a peer speaking another
+# protocol are refused with one line and change nothing.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+C=$CACHALOT
+T=$(mktmp)
+NSA=crepA$$
+NSB=crepB$$
+IPA=198.51.100.201
+IPB=198.51.100.202
+PORT=7480
+TARGET=$IPB:$PORT
+# A cut link must be noticed within seconds, not the default 30.
+export CACHALOT_REPL_TIMEOUT=3
+declare -A PID HOMES
+
+# node NAME: the daemon home of node NAME (A, B or C).
+node_home() { echo "$T/home$1"; }
+cli() {
+    local n=$1
+    shift
+    "$C" --socket "$(node_home "$n")/s.sock" "$@"
+}
+CA() { cli A "$@"; }
+CB() { cli B "$@"; }
+
+# start_node NAME NETNS [SERVE ARGS...]: a daemon in NETNS (network only: its
+# FUSE mounts stay visible here), logging into daemon.log.
+start_node() {
+    local n=$1 ns=$2 h i
+    shift 2
+    h=$(node_home "$n")
+    mkdir -p "$h"
+    echo "==== node $n start $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
+    nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" --http none \
+        --iscsi off --nbd off --nfs off --portmap off "$@" >>"$ARTIFACTS/daemon.log" 2>&1 &
+    PID[$n]=$!
+    for ((i = 0; i < 200; i++)); do
+        _alive "${PID[$n]}" || fail "node $n exited during startup"
+        cli "$n" pool list >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "node $n not ready after 20 s"
+}
+
+kill9_node() {
+    kill -KILL "${PID[$1]}" 2>/dev/null || true
+    wait "${PID[$1]}" 2>/dev/null || true
+    PID[$1]=
+    note "node $1 killed with SIGKILL"
+}
+
+stop_node() {
+    local n=$1 pid=${PID[$1]} rc=0 i
+    kill -TERM "$pid"
+    for ((i = 0; i < 200; i++)); do
+        _alive "$pid" || break
+        sleep 0.1
+    done
+    wait "$pid" || rc=$?
+    PID[$n]=
+    ((rc == 0)) || fail "node $n exited with status $rc after SIGTERM"
+}
+
+_repl_cleanup() {
+    local rc=$? n
+    set +e
+    for n in "${!PID[@]}"; do
+        [[ -n ${PID[$n]} ]] || continue
+        kill -TERM "${PID[$n]}" 2>/dev/null
+        for ((i = 0; i < 50; i++)); do
+            _alive "${PID[$n]}" || break
+            sleep 0.1
+        done
+        kill -KILL "${PID[$n]}" 2>/dev/null
+        wait "${PID[$n]}" 2>/dev/null
+    done
+    ip netns del "$NSA" 2>/dev/null
+    ip netns del "$NSB" 2>/dev/null
+    (exit "$rc")
+    _e2e_cleanup
+}
+trap _repl_cleanup EXIT
+
+# The link: A (IPA) <-veth-> B (IPB), documentation addresses in our own namespaces.
+ip netns add "$NSA"
+ip netns add "$NSB"
+ip link add "vA$$" type veth peer name "vB$$"
+ip link set "vA$$" netns "$NSA"
+ip link set "vB$$" netns "$NSB"
+ip -n "$NSA" addr add "$IPA/24" dev "vA$$"
+ip -n "$NSB" addr add "$IPB/24" dev "vB$$"
+for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+ip -n "$NSA" link set "vA$$" up
+ip -n "$NSB" link set "vB$$" up
+
+start_node A "$NSA"
+start_node B "$NSB" --replication "$TARGET"
+assert_ok CA pool create -s 2G tank "$T/a.img"
+assert_ok CB pool create -s 2G tank "$T/b.img"
+assert_ok CA create tank/src
+mkdir -p "$T/src" "$T/dst"
+assert_ok CA mount tank/src "$T/src"
+SRC=$T/src
+
+# same_as_source FILE...: mount the target, compare FILEs of the newest
+# replicated snapshot with the source's (sha256), and the list of files; unmount
+# (a mounted target refuses increments).
+same_as_source() {
+    local snap
+    snap=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
+    snap=${snap#*@}
+    assert_ok CB mount tank/dst "$T/dst"
+    diff <(cd "$SRC/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") \
+        <(cd "$T/dst/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") ||
+        fail "the target's $snap differs from the source's"
+    assert_ok CB unmount tank/dst
+    note "target's $snap matches the source (sha256)"
+}
+
+token_b() { CB get -H -o value receive_resume_token tank/dst 2>/dev/null || true; }
+
+# wait_token: wait until B has a resume token (a checkpoint of a transfer).
+wait_token() {
+    local i t
+    for ((i = 0; i < 150; i++)); do
+        t=$(token_b)
+        [[ $t == 1-* ]] && return 0
+        sleep 0.1
+    done
+    fail "no resume token on the target within 15 s"
+}
+
+note "pairing: a one-time token; wrong or reused tokens and non-replication peers are refused"
+tok=$(assert_ok CB replication pair)
+assert_fails CA replication pair "$TARGET" 0123456789abcdef0123456789abcdef
+assert_contains "$LAST_STDERR" "token is wrong, used or expired" "wrong token"
+assert_ok CA replication pair "$TARGET" "$tok"
+assert_fails CA replication pair "$TARGET" "$tok"
+assert_contains "$LAST_STDERR" "token is wrong, used or expired" "reused token"
+keyB=$(CA replication peers -H | cut -f1)
+[[ ${#keyB} == 64 ]] || fail "no pinned key for B: $keyB"
+assert_eq "$(CB replication peers -H | wc -l)" 1 "B pinned A"
+
+head -c 96M /dev/urandom >"$SRC/big1"
+seq 1 200000 >"$SRC/small"
+sync
+assert_ok CA replication create r1 --source tank/src --target "$TARGET/tank/dst" \
+    --schedule 1h --keep "1h:every 5m" --bwlimit 20M
+assert_fails CA replication create r1 --source tank/src --target "$TARGET/tank/dst"
+assert_fails CA replication create r2 --source tank/src --target "nohost/tank/x"
+assert_fails CA replication create r2 --source tank/nope --target "$TARGET/tank/x"
+
+note "kill -9 of the sender in the middle of the first (full) transfer (at ${SECONDS}s)"
+CA replication run r1 >/dev/null 2>&1 &
+run_pid=$!
+wait_token
+sleep 0.5
+kill9_node A
+wait "$run_pid" 2>/dev/null || true
+start_node A "$NSA"
+out=$(assert_ok CA replication run r1 2>&1)
+assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the sender"
+assert_eq "$(token_b)" "-" "no token after the resumed cycle"
+same_as_source big1 small
+
+note "kill -9 of the receiver in the middle of an increment (at ${SECONDS}s)"
+head -c 64M /dev/urandom >"$SRC/big2"
+sync
+CA replication run r1 >/dev/null 2>&1 &
+run_pid=$!
+wait_token
+sleep 1 # the token shows before its txg is on disk; let it land
+kill9_node B
+wait "$run_pid" 2>/dev/null || true
+start_node B "$NSB" --replication "$TARGET"
+out=$(assert_ok CA replication run r1 2>&1)
+assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the receiver"
+same_as_source big2 small
+
+note "the link goes down in the middle of an increment"
+head -c 64M /dev/urandom >"$SRC/big3"
+sync
+CA replication run r1 >"$T/cut.out" 2>&1 &
+run_pid=$!
+wait_token
+note "link down at ${SECONDS}s"
+ip -n "$NSA" link set "vA$$" down
+rc=0
+wait "$run_pid" || rc=$?
+note "cut cycle ended after ${SECONDS}s"
+((rc != 0)) || fail "a cycle over a cut link succeeded"
+note "cut cycle: $(cat "$T/cut.out")"
+ip -n "$NSA" link set "vA$$" up
+# The receiver notices the cut within its timeout; until then it still holds
+# the receive, and a cycle says so and changes nothing.
+for ((i = 0; i < 10; i++)); do
+    if out=$(CA replication run r1 2>&1); then break; fi
+    note "retry at ${SECONDS}s: $out"
+    sleep 1
+done
+note "resumed at ${SECONDS}s"
+assert_contains "$out" "resumed the interrupted transfer" "resume after the link came back"
+same_as_source big3 small
+listed=$(CA replication list -H -p r1)
+IFS=$'\t' read -r name src dst state lag last bytes rate <<<"$listed"
+assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"
+((lag < 60 && bytes > 0 && rate > 0)) || fail "list: lag $lag bytes $bytes rate $rate"
+
+note "holds: the newest common snapshot is held on both sides"
+newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
+assert_eq "$(CB holds -H "$newest" | cut -f2)" "repl:r1" "target hold"
+assert_eq "$(CA holds -H "tank/src@${newest#*@}" | cut -f2)" "repl:r1" "source hold"
+assert_fails CA destroy "tank/src@${newest#*@}"
+
+note "a diverged target is refused with one line naming the relationship, dataset and snapshot"
+assert_ok CB snapshot tank/dst@mine
+before=$(CB list -H -t snapshot -o name tank/dst)
+assert_fails CA replication run r1
+assert_contains "$LAST_STDERR" "replication r1" "diverged"
+assert_contains "$LAST_STDERR" "tank/dst@mine" "diverged"
+assert_eq "$(CB list -H -t snapshot -o name tank/dst)" "$before" "nothing changed on the target"
+assert_contains "$(CA replication list -H r1)" "error" "state after a refused cycle"
+assert_ok CB destroy tank/dst@mine
+assert_ok CA replication run r1
+
+note "a key that is not paired is refused by the listener; nothing changes"
+start_node C "$NSA"
+assert_ok cli C pool create -s 256M tank "$T/c.img"
+assert_ok cli C create tank/x
+mkdir -p "$(node_home C)/replication"
+# C claims B's pin, but holds its own key: B must refuse it.
+cp "$(node_home A)/replication/peers.json" "$(node_home C)/replication/"
+stop_node C
+start_node C "$NSA"
+assert_ok cli C replication create rc --source tank/x --target "$TARGET/tank/fromc"
+assert_fails cli C replication run rc
+assert_contains "$LAST_STDERR" "not paired with key" "unpaired key"
+assert_fails CB list tank/fromc
+stop_node C
+
+note "a peer speaking another protocol is refused with one line"
+assert_fails CA replication pair "$IPB:9" 0123456789abcdef0123456789abcdef
+nsenter --net="/run/netns/$NSA" bash -c \
+    "exec 3<>/dev/tcp/$IPB/$PORT; printf 'GET / HTTP/1.0\r\n\r\n' >&3; timeout 5 cat <&3 >/dev/null" || true
+grep -q "replication: refused a connection" "$ARTIFACTS/daemon.log" ||
+    fail "the listener did not log the refusal of a non-TLS peer"
+_alive "${PID[B]}" || fail "node B died on a foreign peer"
+
+note "scheduled cycles (every second) with retention on both sides"
+assert_ok CA create tank/sched
+assert_ok CA replication create r2 --source tank/sched --target "$TARGET/tank/sched" \
+    --schedule 1s --keep "5s:every 5s"
+sleep 6
+assert_ok CA replication pause r2
+sleep 1.5
+nsrc=$(CA list -H -t snapshot -o name tank/sched | wc -l)
+ndst=$(CB list -H -t snapshot -o name tank/sched | wc -l)
+note "after ~6 s at a 1 s schedule: $nsrc snapshots on the source, $ndst on the target"
+((nsrc >= 1 && nsrc <= 3 && ndst >= 1 && ndst <= 3)) ||
+    fail "retention: $nsrc source and $ndst target snapshots (expected 1 to 3)"
+state=$(CA replication list -H r2 | cut -f4)
+assert_eq "$state" "paused" "paused"
+last_src=$(CA list -H -t snapshot -o name tank/sched | tail -n 1)
+last_dst=$(CB list -H -t snapshot -o name tank/sched | tail -n 1)
+assert_eq "${last_dst#*@}" "${last_src#*@}" "newest snapshot on both sides"
+cycles=$(grep -c "replication r2: sent" "$ARTIFACTS/daemon.log" || true)
+((cycles >= 3)) || fail "only $cycles scheduled cycles in 6 s at a 1 s schedule"
+assert_ok CA replication destroy r2
+assert_fails CA replication run r2
+
+stop_node A
+stop_node B
