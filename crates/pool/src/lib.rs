@@ -15,14 +15,17 @@ mod blockio;
 mod commit;
 pub mod compress;
 pub mod device;
+pub mod env;
 pub mod error;
 pub mod fault;
 mod import;
 pub mod label;
 pub mod parity;
+pub mod plant;
 pub mod pool;
 pub mod raidz;
 pub mod rangeset;
+mod readhold;
 mod replace;
 pub mod spacemap;
 mod spacemap_sync;
@@ -33,9 +36,11 @@ pub use blkptr::{BlkPtr, BlockType, Dva};
 pub use commit::verify_after_commit;
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
+pub use env::{Env, TxgTrigger};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, Uberblock, VdevKind};
 pub use pool::{
     new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
     WriteOpts,
 };
+pub use readhold::ReadHold;
