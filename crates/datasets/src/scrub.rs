@@ -60,13 +60,6 @@ impl Default for ScrubStatus {
     }
 }
 
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
-
 pub(crate) fn start(store: Arc<Store>) -> Result<()> {
     let cancel = {
         let mut s = store.scrub.lock();
@@ -84,7 +77,7 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
                 "scrub"
             }
             .into(),
-            started: now_s(),
+            started: store.pool().env().now_secs(),
             total: store.pool().space().allocated,
             ..ScrubStatus::default()
         };
@@ -101,59 +94,66 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
     };
     let st = store.scrub.clone();
     let weak = Arc::downgrade(&store);
+    let manual = store.pool().env().manual_txg();
+    let job = move || {
+        let t0 = Instant::now();
+        let Some(store) = weak.upgrade() else { return };
+        let pool = store.pool().clone();
+        let cache = store.cache().clone();
+        drop(store);
+        let mut visit = |bp: &cachalot_pool::BlkPtr| {
+            if cancel.load(Ordering::Relaxed) {
+                return false;
+            }
+            let o = pool.scrub_block(bp);
+            let mut s = st.lock();
+            s.examined += bp.asize_total();
+            s.errors += o.bad_copies;
+            s.repaired += o.repaired;
+            s.resilvered += o.resilvered;
+            if o.unrecoverable {
+                s.unrecoverable += 1;
+            }
+            !o.unrecoverable
+        };
+        if st.lock().kind == "resilver" {
+            resilver(&pool, &cache, &roots, &st, &cancel, &mut visit);
+        } else {
+            for root in roots {
+                if cachalot_objects::traverse(&cache, &root, &mut visit).is_err() {
+                    st.lock().unrecoverable += 1;
+                }
+            }
+            for bp in pool.spacemap_blocks().unwrap_or_default() {
+                visit(&bp);
+            }
+        }
+        pool.hold_frees(false);
+        let mut s = st.lock();
+        // A complete scan without data errors has rebuilt every replacement.
+        let complete = !cancel.load(Ordering::Relaxed) && s.unrecoverable == 0;
+        if s.kind == "resilver" && complete {
+            if let Err(e) = pool.finish_resilver() {
+                pool.add_notice(format!("resilver: cannot record its end: {e}"));
+            }
+        }
+        s.state = if cancel.load(Ordering::Relaxed) {
+            "canceled"
+        } else {
+            "finished"
+        }
+        .into();
+        s.ended = pool.env().now_secs();
+        s.duration_ms = t0.elapsed().as_millis() as u64;
+    };
+    // A deterministic run (manual txg trigger) scrubs inline, in the caller's thread.
+    if manual {
+        job();
+        return Ok(());
+    }
     std::thread::Builder::new()
         .name("scrub".into())
-        .spawn(move || {
-            let t0 = Instant::now();
-            let Some(store) = weak.upgrade() else { return };
-            let pool = store.pool().clone();
-            let cache = store.cache().clone();
-            drop(store);
-            let mut visit = |bp: &cachalot_pool::BlkPtr| {
-                if cancel.load(Ordering::Relaxed) {
-                    return false;
-                }
-                let o = pool.scrub_block(bp);
-                let mut s = st.lock();
-                s.examined += bp.asize_total();
-                s.errors += o.bad_copies;
-                s.repaired += o.repaired;
-                s.resilvered += o.resilvered;
-                if o.unrecoverable {
-                    s.unrecoverable += 1;
-                }
-                !o.unrecoverable
-            };
-            if st.lock().kind == "resilver" {
-                resilver(&pool, &cache, &roots, &st, &cancel, &mut visit);
-            } else {
-                for root in roots {
-                    if cachalot_objects::traverse(&cache, &root, &mut visit).is_err() {
-                        st.lock().unrecoverable += 1;
-                    }
-                }
-                for bp in pool.spacemap_blocks().unwrap_or_default() {
-                    visit(&bp);
-                }
-            }
-            pool.hold_frees(false);
-            let mut s = st.lock();
-            // A complete scan without data errors has rebuilt every replacement.
-            let complete = !cancel.load(Ordering::Relaxed) && s.unrecoverable == 0;
-            if s.kind == "resilver" && complete {
-                if let Err(e) = pool.finish_resilver() {
-                    pool.add_notice(format!("resilver: cannot record its end: {e}"));
-                }
-            }
-            s.state = if cancel.load(Ordering::Relaxed) {
-                "canceled"
-            } else {
-                "finished"
-            }
-            .into();
-            s.ended = now_s();
-            s.duration_ms = t0.elapsed().as_millis() as u64;
-        })
+        .spawn(job)
         .map_err(|e| StoreError::Invalid(format!("cannot start scrub: {e}")))?;
     Ok(())
 }

@@ -130,9 +130,18 @@ fn workload(seed: u64, dev: &SimDevice, steps: usize, cut: Option<u64>) -> Run {
             2 => match newest.clone() {
                 Some(src) => {
                     let name = format!("tank/c{t}");
-                    store.clone_snapshot(&src, &name, &[]).unwrap();
                     after.model.insert(name.clone(), st.snaps[&src].clone());
-                    if store.list(Some(&name), false).is_ok() && t % 4 == 2 {
+                    // A clone is durable when it returns: its own commit.
+                    let cloned = after.clone();
+                    let ok = committing(
+                        &store,
+                        &mut run,
+                        &before,
+                        &cloned,
+                        || store.clone_snapshot(&src, &name, &[]).is_ok(),
+                        dev,
+                    );
+                    if ok && t % 4 == 2 {
                         store.promote(&name).unwrap();
                         // Snapshots up to the origin move to the clone.
                         let (ofs, _) = src.split_once('@').unwrap();
@@ -149,15 +158,17 @@ fn workload(seed: u64, dev: &SimDevice, steps: usize, cut: Option<u64>) -> Run {
                                 .snaps
                                 .insert(format!("{name}@{}", m.split_once('@').unwrap().1), c);
                         }
+                        committing(
+                            &store,
+                            &mut run,
+                            &cloned,
+                            &after,
+                            || store.sync().is_ok(),
+                            dev,
+                        )
+                    } else {
+                        ok
                     }
-                    committing(
-                        &store,
-                        &mut run,
-                        &before,
-                        &after,
-                        || store.sync().is_ok(),
-                        dev,
-                    )
                 }
                 None => true,
             },

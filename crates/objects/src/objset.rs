@@ -911,6 +911,9 @@ impl ObjectSet {
 
     /// Read up to `len` bytes at `offset` (short at the end of the object).
     pub fn read(&self, id: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        // The pointers copied below are read without the lock, across commits:
+        // hold their space from reuse until the read is done (pool `readhold`).
+        let _hold = self.cache.pool.hold_reads();
         let cache_data = self.props().cache_data;
         let (bs, size, phys, mut pieces) = {
             let mut inner = self.inner.lock();

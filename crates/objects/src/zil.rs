@@ -413,7 +413,7 @@ impl Zil {
     /// The log of an object set whose root recorded `header`.
     pub fn new(pool: Arc<Pool>, header: ZilHeader) -> Self {
         let (guid, next, persisted) = if header.is_empty() {
-            (cachalot_pool::new_guid(), None, false)
+            (pool.env().guid(), None, false)
         } else {
             (header.guid, Some((header.head, header.seq)), true)
         };
@@ -517,7 +517,7 @@ impl Zil {
                     for itx in batch.into_iter().rev() {
                         s.pending.push_front(itx);
                     }
-                    Self::retire_chain(&mut s);
+                    Self::retire_chain(&mut s, self.pool.env().guid());
                 }
             }
             self.cv.notify_all();
@@ -619,6 +619,9 @@ impl Zil {
                     vdevs.push(dva.vdev);
                 }
             }
+            if cachalot_pool::plant::active(cachalot_pool::plant::Bug::NoLogFlush) {
+                return Ok(());
+            }
             pool.flush_vdevs(&vdevs)
         });
         s.in_flight.clear();
@@ -631,7 +634,7 @@ impl Zil {
         result
     }
 
-    fn retire_chain(s: &mut State) {
+    fn retire_chain(s: &mut State, new_guid: u64) {
         let cover = s.max_txg_logged;
         let old: Vec<LogBlock> = s.chain.drain(..).collect();
         s.retired.extend(old.into_iter().map(|b| LogBlock {
@@ -644,7 +647,7 @@ impl Zil {
                 max_txg: cover,
             });
         }
-        s.guid = cachalot_pool::new_guid();
+        s.guid = new_guid;
         s.header_persisted = false;
     }
 

@@ -4,7 +4,8 @@
 //!
 //! Invariants: a block is returned only after its checksum matched; a pointer
 //! naming a vdev or range outside the pool is an error, never an out-of-range
-//! device access; a repair writes only good bytes over the copy that failed.
+//! device access; a repair writes only good bytes over the copy that failed, and
+//! only while that copy's space is still allocated (see `readhold`).
 
 use crate::blkptr::{checksum, BlkPtr, BlockType, ChecksumType, Dva};
 use crate::compress::{compress, decompress, Compression};
@@ -99,8 +100,12 @@ impl Pool {
             let r = top.read_verified(d.offset, len, &verify, true);
             match r {
                 Ok(buf) => {
+                    // A repair writes only where this pointer's space is still
+                    // allocated (`readhold`): never onto space freed since.
                     for f in failed {
-                        tops[f.vdev as usize].repair(&buf, f.offset);
+                        if self.still_allocated(f) {
+                            tops[f.vdev as usize].repair(&buf, f.offset);
+                        }
                     }
                     return Ok(buf);
                 }
@@ -166,8 +171,10 @@ impl Pool {
         match good {
             Some(buf) => {
                 for d in unrecoverable_dvas {
-                    tops[d.vdev as usize].repair(&buf, d.offset);
-                    total.repaired += 1;
+                    if self.still_allocated(&d) {
+                        tops[d.vdev as usize].repair(&buf, d.offset);
+                        total.repaired += 1;
+                    }
                 }
             }
             None => total.unrecoverable = true,

@@ -19,11 +19,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Time of a pool being created (no pool yet: the thread's environment).
 pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as u64
+    crate::env::Env::current().now_ns()
 }
 
 /// Read the first valid label header of a device.
@@ -125,15 +123,17 @@ impl Pool {
         // still pending after a condense (which records none of them).
         let (sm_head, sm_base, txg_frees) = self.sync_spacemap(txg)?;
         let tops: Vec<Arc<TopVdev>> = self.vdevs.read().clone();
-        for t in &tops {
-            t.flush()?;
+        if !crate::plant::active(crate::plant::Bug::NoFlushBeforeUberblock) {
+            for t in &tops {
+                t.flush()?;
+            }
         }
         let cfg = self.config.read().clone();
         let ub = Uberblock {
             txg,
             pool_guid: cfg.guid,
             guid_sum: cfg.guid_sum(),
-            timestamp_ns: now_ns(),
+            timestamp_ns: self.env.now_ns(),
             config_txg: cfg.config_txg,
             mos,
             sm_head,
@@ -165,8 +165,11 @@ impl Pool {
         if !sm_head.is_hole() {
             s.log_records += n_records;
         }
-        // Frees of txg-1 (and older) become allocatable now that txg is durable.
-        while !self.hold_frees.load(Relaxed) && s.defer.front().is_some_and(|(t, _)| *t < txg) {
+        // Frees of txg-1 (and older) become allocatable now that txg is durable,
+        // unless a reader that started before them is still reading (`readhold`).
+        let reusable = txg.saturating_sub(1).min(self.reusable_through());
+        while !self.hold_frees.load(Relaxed) && s.defer.front().is_some_and(|(t, _)| *t <= reusable)
+        {
             let (_, recs) = s.defer.pop_front().unwrap();
             for r in recs {
                 if let Some(v) = s.vdevs.get_mut(r.vdev as usize) {

@@ -243,6 +243,8 @@ impl Pool {
             hold_frees: std::sync::atomic::AtomicBool::new(false),
             usable: Mutex::new([0; USABLE_CLASSES]),
             notices: Mutex::new(Vec::new()),
+            env: crate::env::Env::current(),
+            readers: Mutex::new(Default::default()),
         }
     }
 

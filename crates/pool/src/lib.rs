@@ -16,14 +16,17 @@ mod commit;
 pub mod compress;
 pub mod device;
 mod devices;
+pub mod env;
 pub mod error;
 pub mod fault;
 mod import;
 pub mod label;
 pub mod parity;
+pub mod plant;
 pub mod pool;
 pub mod raidz;
 pub mod rangeset;
+mod readhold;
 mod replace;
 pub mod spacemap;
 mod spacemap_sync;
@@ -35,10 +38,12 @@ pub use blkptr::{BlkPtr, BlockType, Dva};
 pub use commit::verify_after_commit;
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
+pub use env::{Env, TxgTrigger};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, ScanPos, Uberblock, VdevKind};
 pub use pool::{
     new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
     WriteOpts,
 };
+pub use readhold::ReadHold;
 pub use spares::split_spares;

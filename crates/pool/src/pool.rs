@@ -70,25 +70,17 @@ pub struct Pool {
     pub(crate) notices: Mutex<Vec<String>>,
     /// While set (scrub running), freed space is not made allocatable again.
     pub(crate) hold_frees: std::sync::atomic::AtomicBool,
+    /// Clock, guids and txg trigger: taken at create or import (`env` module).
+    pub(crate) env: crate::env::Env,
+    /// Live read holds: count by the txg each holds (`readhold`).
+    pub(crate) readers: Mutex<std::collections::BTreeMap<u64, usize>>,
 }
 
-/// A fresh identity (pools, vdevs, intent-log chains, snapshots): never 0.
+/// A fresh identity (pools, vdevs, intent-log chains, snapshots): never 0. From
+/// the environment current in this thread (`Env::current`); code that has a pool
+/// asks `Pool::env` instead, so identities follow the pool's environment.
 pub fn new_guid() -> u64 {
-    // Unique enough: time, pid and a counter through BLAKE3.
-    use std::sync::atomic::AtomicU64;
-    static N: AtomicU64 = AtomicU64::new(0);
-    let mut h = blake3::Hasher::new();
-    h.update(
-        &std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos()
-            .to_le_bytes(),
-    );
-    h.update(&std::process::id().to_le_bytes());
-    h.update(&N.fetch_add(1, Relaxed).to_le_bytes());
-    let g = u64::from_le_bytes(h.finalize().as_bytes()[0..8].try_into().unwrap());
-    g.max(1)
+    crate::env::Env::current().guid()
 }
 
 /// Address space of a top-level vdev whose smallest child has `smallest` data
@@ -144,6 +136,11 @@ impl Pool {
         *self.last_ub.lock()
     }
 
+    /// The environment the pool runs in (clock, guids, txg trigger).
+    pub fn env(&self) -> &crate::env::Env {
+        &self.env
+    }
+
     pub fn suspended(&self) -> Option<String> {
         self.suspended.lock().clone()
     }
@@ -158,6 +155,13 @@ impl Pool {
             .collect();
         v.extend(self.spare_paths());
         v
+    }
+
+    /// Stop all writes: the pool is SUSPENDED with `why` (the first reason
+    /// stays). Fail closed: a failed commit, a failed invariant or a panic in
+    /// the engine ends here; only a re-import (`pool clear`) leaves the state.
+    pub fn suspend(&self, why: String) {
+        self.suspended.lock().get_or_insert(why);
     }
 
     pub(crate) fn check_suspended(&self) -> Result<()> {
@@ -260,7 +264,7 @@ impl Pool {
                     return Err(e);
                 }
                 leaves.push(Leaf {
-                    guid: new_guid(),
+                    guid: self.env.guid(),
                     path: std::fs::canonicalize(p).unwrap_or(p.clone()),
                     dev: Some(dev),
                     errors: ErrorCounters::default(),
@@ -276,7 +280,7 @@ impl Pool {
             let asize = top_asize(spec.kind, smallest, sector, leaves.len());
             new_tops.push(TopVdev {
                 id: base_id + i as u32,
-                guid: new_guid(),
+                guid: self.env.guid(),
                 kind: spec.kind,
                 asize,
                 leaves,

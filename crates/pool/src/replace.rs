@@ -20,7 +20,7 @@
 use crate::commit::{read_label, write_labels};
 use crate::error::{PoolError, Result};
 use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind};
-use crate::pool::{new_guid, top_config, Pool};
+use crate::pool::{top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{open_for_create, CreateOpts};
 use std::path::Path;
@@ -160,7 +160,7 @@ impl Pool {
         }
         let mut leaves: Vec<Leaf> = top.leaves.iter().map(carry).collect();
         leaves[li] = Leaf {
-            guid: new_guid(),
+            guid: self.env.guid(),
             path: canon_new,
             dev: Some(dev),
             errors: ErrorCounters::default(),

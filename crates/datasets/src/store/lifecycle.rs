@@ -117,7 +117,7 @@ impl Store {
                 .map(|r| r.id);
             let id = st.catalog.next_id;
             st.catalog.next_id += 1;
-            let mut rec = DatasetRecord::new(id, n, parent, kind, local, now_s());
+            let mut rec = DatasetRecord::new(id, n, parent, kind, local, self.now_s());
             rec.volblocksize = vbs;
             st.catalog.datasets.insert(id, rec);
             // resolve_objset_props applies a volume's block size as its record size.

@@ -147,6 +147,8 @@ struct TxgState {
     stop: bool,
     stopped: bool,
     error: Option<String>,
+    /// When the last commit ended, on the pool's clock (`Store::step`).
+    last_commit_ns: u64,
 }
 
 /// An imported pool with its datasets.
@@ -165,13 +167,15 @@ pub struct Store {
     exported: AtomicBool,
     pub(crate) dirty: AtomicU64,
     pub(crate) scrub: Arc<Mutex<ScrubStatus>>,
+    /// Test hook: the next commit panics (`Store::inject_commit_panic`).
+    panic_next_commit: AtomicBool,
 }
 
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
+impl Store {
+    /// Seconds since the epoch on the pool's clock (creation times).
+    fn now_s(&self) -> u64 {
+        self.pool.env().now_secs()
+    }
 }
 
 /// Validate a dataset name: pool/child/..., each part [A-Za-z0-9_.:-], not empty.

@@ -71,7 +71,14 @@ impl Store {
             next_id: 2,
             datasets: BTreeMap::from([(
                 1,
-                DatasetRecord::new(1, &name, None, DatasetKind::Filesystem, root_props, now_s()),
+                DatasetRecord::new(
+                    1,
+                    &name,
+                    None,
+                    DatasetKind::Filesystem,
+                    root_props,
+                    pool.env().now_secs(),
+                ),
             )]),
         };
         let store = Store::assemble(pool, catalog, BlkPtr::HOLE, 1, opts)?;
@@ -248,6 +255,7 @@ impl Store {
                 stop: false,
                 stopped: false,
                 error: None,
+                last_commit_ns: 0,
             }),
             txg_cv: Condvar::new(),
             commit_lock: Mutex::new(()),
@@ -256,6 +264,7 @@ impl Store {
             exported: AtomicBool::new(false),
             dirty: AtomicU64::new(0),
             scrub: Arc::new(Mutex::new(ScrubStatus::default())),
+            panic_next_commit: AtomicBool::new(false),
         });
         for rec in catalog.datasets.values() {
             let os = ObjectSet::open(
@@ -283,6 +292,11 @@ impl Store {
     }
 
     pub(super) fn start_thread(&self) {
+        self.txg.lock().last_commit_ns = self.pool.env().now_ns();
+        if self.pool.env().manual_txg() {
+            // Commits run inline in the callers' thread (`Store::step`, `sync`).
+            return;
+        }
         let me = self.me.clone();
         let h = std::thread::Builder::new()
             .name(format!("txg-sync-{}", self.pool.name()))
@@ -304,6 +318,12 @@ impl Store {
         }
         if let Some(h) = self.thread.lock().take() {
             let _ = h.join();
+        } else if self.pool.env().manual_txg() {
+            // The final commit the sync thread makes when it stops.
+            self.commit_if_work();
+            let mut t = self.txg.lock();
+            t.stopped = true;
+            self.txg_cv.notify_all();
         }
         let err = self.txg.lock().error.clone();
         if let Some(e) = err {
@@ -311,6 +331,27 @@ impl Store {
         }
         self.pool.flush_all()?;
         Ok(())
+    }
+
+    /// Give up a suspended store without writing anything more: stop its sync
+    /// thread (no final commit) and mark it exported. What was committed, and
+    /// the intent log, are on disk for the import that follows (`pool clear`).
+    pub fn abandon(&self) {
+        if self.exported.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.pool.suspend("the pool is being re-imported".into());
+        scrub::cancel(self);
+        {
+            let mut t = self.txg.lock();
+            t.error
+                .get_or_insert_with(|| "the pool is being re-imported".into());
+            t.stop = true;
+            self.txg_cv.notify_all();
+        }
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
     }
 
     /// Export and erase the labels.

@@ -12,9 +12,17 @@
 //! 4. write the catalog copy (with the new object set roots) into the meta object
 //!    set, sync it, and `Pool::commit(T, mos_root)`.
 //!
+//! Who triggers commits comes from the pool's environment (`cachalot_pool::Env`):
+//! the sync thread above, or with `TxgTrigger::Manual` no thread at all: `sync`,
+//! fsync and throttled writers commit inline, and `Store::step` does what the
+//! thread would do at that moment of the pool's clock, so a test or the simulator
+//! (crates/sim) drives the whole engine from one thread, reproducibly.
+//!
 //! Invariants: `synced_txg < open_txg`; a txg's changes are visible to readers
-//! before and after its commit; a failed commit becomes the store's error and
-//! every waiter sees it.
+//! before and after its commit; a failed commit (an I/O error, a failed
+//! invariant, a panic) becomes the store's error, every waiter sees it, and it
+//! suspends the pool: nothing is committed after it (fail closed, no
+//! catch-and-continue) until the pool is re-imported (`pool clear`).
 
 use crate::catalog::*;
 use crate::dataset::Dataset;
@@ -46,37 +54,7 @@ pub(super) fn sync_thread(me: Weak<Store>) {
             }
             stop = t.stop;
         }
-        let has_work = {
-            let st = store.state.lock();
-            st.catalog_dirty
-                || !st.pending_destroy.is_empty()
-                || st.handles.values().any(|h| h.objset.is_dirty())
-        };
-        let requested = {
-            let t = store.txg.lock();
-            t.requested >= t.open_txg
-        };
-        if (has_work || requested) && store.txg.lock().error.is_none() {
-            // A bug must not leave writers waiting forever for a commit that will
-            // never come: a panic becomes the pool's error.
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.sync_txg()));
-            let err = match r {
-                Ok(Ok(_)) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(p) => Some(format!(
-                    "internal error during commit: {}",
-                    p.downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_default()
-                )),
-            };
-            if let Some(e) = err {
-                let mut t = store.txg.lock();
-                t.error = Some(e);
-                store.txg_cv.notify_all();
-            }
-        }
+        store.commit_if_work();
         if stop {
             let mut t = store.txg.lock();
             t.stopped = true;
@@ -88,6 +66,89 @@ pub(super) fn sync_thread(me: Weak<Store>) {
 }
 
 impl Store {
+    /// What the sync thread does when it wakes: commit if anything changed or a
+    /// commit was asked for, unless an earlier commit failed. A panic inside the
+    /// commit becomes the store's error (writers waiting for the commit see it);
+    /// it is never caught to carry on: nothing is committed after it.
+    pub(super) fn commit_if_work(&self) {
+        let has_work = {
+            let st = self.state.lock();
+            st.catalog_dirty
+                || !st.pending_destroy.is_empty()
+                || st.handles.values().any(|h| h.objset.is_dirty())
+        };
+        let requested = {
+            let t = self.txg.lock();
+            t.requested >= t.open_txg
+        };
+        if (has_work || requested) && self.txg.lock().error.is_none() {
+            self.commit_guarded();
+        }
+    }
+
+    /// Run one commit; a failure or a panic becomes the store's error.
+    fn commit_guarded(&self) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.sync_txg()));
+        let err = match r {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(p) => Some(format!(
+                "internal error during commit: {}",
+                p.downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default()
+            )),
+        };
+        let mut t = self.txg.lock();
+        if let Some(e) = err {
+            t.error.get_or_insert(e);
+        }
+        // Fail closed: whatever stopped commits (an I/O failure, a failed
+        // invariant, a panic) suspends the pool, so writers get an error at once
+        // instead of filling memory that no commit will ever write.
+        if let Some(e) = &t.error {
+            self.pool.suspend(e.clone());
+        }
+        t.last_commit_ns = self.pool.env().now_ns();
+        self.txg_cv.notify_all();
+    }
+
+    /// Make the next commit panic halfway (tests of failing closed).
+    pub fn inject_commit_panic(&self) {
+        self.panic_next_commit.store(true, Ordering::Relaxed);
+    }
+
+    /// Manual txg trigger (`Env::txg`): do what the sync thread would do now, on
+    /// the pool's clock: commit when asked, when dirty data passed 60% of
+    /// `dirty_max`, or when `txg_timeout` passed since the last commit. Returns
+    /// the txg committed, if any. With the sync thread this does nothing.
+    pub fn step(&self) -> Result<Option<u64>> {
+        if !self.pool.env().manual_txg() {
+            return Ok(None);
+        }
+        self.check_live()?;
+        let due = {
+            let t = self.txg.lock();
+            let elapsed = self.pool.env().now_ns().saturating_sub(t.last_commit_ns);
+            t.requested >= t.open_txg
+                || self.dirty.load(Ordering::Relaxed) > self.opts.dirty_max * 6 / 10
+                || elapsed >= self.opts.txg_timeout.as_nanos() as u64
+        };
+        if !due {
+            return Ok(None);
+        }
+        let before = self.synced_txg();
+        self.commit_if_work();
+        let t = self.txg.lock();
+        if let Some(e) = &t.error {
+            return Err(StoreError::Pool(cachalot_pool::PoolError::Suspended(
+                e.clone(),
+            )));
+        }
+        Ok((t.synced_txg > before).then_some(t.synced_txg))
+    }
+
     /// The txg changes made now will belong to.
     pub fn open_txg(&self) -> u64 {
         self.txg.lock().open_txg
@@ -101,6 +162,19 @@ impl Store {
     /// Commit the open txg now and wait for it. Returns the committed txg.
     pub fn sync(&self) -> Result<u64> {
         self.check_live()?;
+        if self.pool.env().manual_txg() {
+            // No sync thread: commit here, in the caller's thread.
+            if self.txg.lock().error.is_none() {
+                self.commit_guarded();
+            }
+            let t = self.txg.lock();
+            return match &t.error {
+                Some(e) => Err(StoreError::Pool(cachalot_pool::PoolError::Suspended(
+                    e.clone(),
+                ))),
+                None => Ok(t.synced_txg),
+            };
+        }
         let mut t = self.txg.lock();
         let target = t.open_txg;
         t.requested = t.requested.max(target);
@@ -134,6 +208,13 @@ impl Store {
             self.kick();
         }
         if d <= max {
+            return Ok(());
+        }
+        if self.pool.env().manual_txg() {
+            // No sync thread to wait for: the throttled writer commits.
+            if self.txg.lock().error.is_none() {
+                self.commit_guarded();
+            }
             return Ok(());
         }
         let mut t = self.txg.lock();
@@ -174,6 +255,11 @@ impl Store {
             )
         };
         self.sync_datasets(txg, &mut cat, &handles)?;
+        // Test hook (`debug panic commit`): a bug in the middle of a commit, after
+        // its blocks were written and before its uberblock.
+        if self.panic_next_commit.swap(false, Ordering::Relaxed) {
+            panic!("injected panic in the commit of txg {txg}");
+        }
         let rolled_back = self.sync_snapshot_ops(txg, &mut cat, ops, destroys)?;
         self.publish_synced(txg, &cat, rolled_back)?;
         let json = serde_json::to_vec(&cat).expect("catalog serializes");
@@ -253,6 +339,7 @@ impl Store {
         use crate::snapshot::SnapOp;
         let mut rolled_back = Vec::new();
         let pool = &self.pool;
+        let now = self.now_s();
         let mut free_fn = |bp: &BlkPtr| pool.free_block(bp);
         let mut ctx = crate::snapshot::SyncCtx {
             mos: &self.mos,
@@ -265,7 +352,9 @@ impl Store {
                 SnapOp::Create(list) => {
                     for (id, name, guid) in list {
                         if let Some(r) = cat.datasets.get_mut(&id) {
-                            crate::snapshot::create(r, &name, guid, &ctx, now_s());
+                            // Identities and times come from the pool's environment.
+                            let guid = guid.unwrap_or_else(|| pool.env().guid());
+                            crate::snapshot::create(r, &name, Some(guid), &ctx, now);
                         }
                     }
                 }
