@@ -20,6 +20,7 @@ mod snapshot;
 mod status;
 mod stream;
 mod table;
+mod token;
 
 use cachalot_daemon::parse_size;
 use clap::{Args, Parser, Subcommand};
@@ -100,6 +101,9 @@ pub enum Cmd {
     /// Statistics: list, show (rates with breakdowns), heatmap
     #[command(subcommand)]
     Analytics(analytics::AnalyticsCmd),
+    /// API tokens for HTTP clients: token create NAME | list | revoke NAME
+    #[command(subcommand)]
+    Token(token::TokenCmd),
     /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
     #[command(subcommand)]
     Mysql(mysql::MysqlCmd),
