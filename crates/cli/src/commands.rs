@@ -8,6 +8,10 @@
 
 use crate::table::Table;
 use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs};
+use cachalot_daemon::api::requests::{
+    DsCreate, DsDestroy, DsGet, DsInherit, DsList, DsSet, Op, PoolCreate, PoolDestroy, PoolExport,
+    PoolImport, PoolList, PoolScrub, PoolStatus, Props,
+};
 use cachalot_daemon::client::{default_home, default_socket, Client};
 use cachalot_daemon::format_size;
 use serde_json::{json, Value};
@@ -58,6 +62,11 @@ impl Ctx {
         self.client()?.call(op, args)
     }
 
+    /// Send one typed request (the definition the REST routes use too).
+    pub fn send<R: Op>(&mut self, r: &R) -> Result<Value, String> {
+        self.client()?.send(r)
+    }
+
     /// The connection to the daemon, made on first use.
     pub fn client(&mut self) -> Result<&mut Client, String> {
         if self.client.is_none() {
@@ -98,25 +107,34 @@ pub fn run(cli: Cli) -> CmdResult {
                 }
                 pairs.push((k.to_string(), v.to_string()));
             }
-            for (k, v) in pairs {
-                ctx.call("ds.set", json!({"name": name, "prop": k, "value": v}))?;
+            for (prop, value) in pairs {
+                ctx.send(&DsSet {
+                    name: name.clone(),
+                    prop,
+                    value,
+                })?;
             }
             Ok(())
         }
         Cmd::Inherit(a) => {
             for n in &a.names {
-                ctx.call("ds.inherit", json!({"name": n, "prop": a.prop}))?;
+                ctx.send(&DsInherit {
+                    name: n.clone(),
+                    prop: a.prop.clone(),
+                })?;
             }
             Ok(())
         }
         Cmd::Destroy(a) => {
-            ctx.call(
-                "ds.destroy",
-                json!({"name": a.name, "recursive": a.recursive, "force": a.force}),
-            )?;
+            ctx.send(&DsDestroy {
+                name: a.name,
+                recursive: a.recursive,
+                force: a.force,
+            })?;
             Ok(())
         }
         Cmd::Debug(d) => crate::debug::run(&mut ctx, d),
+        Cmd::Token(t) => crate::token::run(&mut ctx, t),
         Cmd::Mysql(m) => crate::mysql::run(m, cli.socket.clone()),
         Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
         Cmd::Hold { tag, snapshot } => ctx
@@ -218,19 +236,14 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             pool,
             vdevs,
         } => {
-            let mut args = json!({
-                "name": pool,
-                "vdevs": vdev_words(&vdevs)?,
-                "force": force,
-                "props": fs_props,
-            });
-            if let Some(s) = size {
-                args["size"] = json!(s);
-            }
-            if let Some(a) = parse_pool_opts(&pool_props)? {
-                args["ashift"] = json!(a);
-            }
-            ctx.call("pool.create", args)?;
+            ctx.send(&PoolCreate {
+                name: pool,
+                vdevs: vdev_words(&vdevs)?,
+                size: size.map(Into::into),
+                ashift: parse_pool_opts(&pool_props)?,
+                force,
+                props: Props::from_list(fs_props),
+            })?;
             Ok(())
         }
         PoolCmd::Import { dirs, pool } => {
@@ -240,36 +253,35 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
                 .collect::<Result<_, _>>()?;
             match pool {
                 Some(p) => {
-                    ctx.call("pool.import", json!({"dirs": dirs, "name": p}))?;
+                    ctx.send(&PoolImport {
+                        dirs,
+                        name: Some(p),
+                    })?;
                 }
                 None => {
-                    let found = ctx.call("pool.import", json!({ "dirs": dirs }))?;
+                    let found = ctx.send(&PoolImport { dirs, name: None })?;
                     print!("{}", crate::status::render_importable(&found));
                 }
             }
             Ok(())
         }
-        PoolCmd::Export { pool } => ctx.call("pool.export", json!({ "name": pool })).map(drop),
-        PoolCmd::Destroy { pool, .. } => {
-            ctx.call("pool.destroy", json!({ "name": pool })).map(drop)
-        }
+        PoolCmd::Export { pool } => ctx.send(&PoolExport { name: pool }).map(drop),
+        PoolCmd::Destroy { pool, .. } => ctx.send(&PoolDestroy { name: pool }).map(drop),
         PoolCmd::List {
             scripted,
             parsable,
             pool,
         } => {
-            let rows = ctx.call("pool.list", json!({ "name": pool }))?;
+            let rows = ctx.send(&PoolList { name: pool })?;
             print!("{}", render_pool_list(&rows, scripted, parsable));
             Ok(())
         }
         PoolCmd::Status { pool } => {
-            let st = ctx.call("pool.status", json!({ "name": pool }))?;
+            let st = ctx.send(&PoolStatus { name: pool })?;
             print!("{}", crate::status::render_status(&st));
             Ok(())
         }
-        PoolCmd::Scrub { wait, pool } => ctx
-            .call("pool.scrub", json!({"name": pool, "wait": wait}))
-            .map(drop),
+        PoolCmd::Scrub { wait, pool } => ctx.send(&PoolScrub { name: pool, wait }).map(drop),
         PoolCmd::Add {
             force,
             size,
@@ -387,19 +399,15 @@ fn create(ctx: &mut Ctx, a: CreateArgs) -> CmdResult {
             return Err(format!("'{p}' is not PROP=VAL"));
         }
     }
-    let mut args = json!({
-        "name": a.name,
-        "props": a.props,
-        "parents": a.parents,
-        "sparse": a.sparse,
-    });
-    if let Some(v) = a.volsize {
-        args["volume_size"] = json!(v);
-    }
-    if let Some(b) = a.blocksize {
-        args["blocksize"] = json!(b);
-    }
-    ctx.call("ds.create", args).map(drop)
+    ctx.send(&DsCreate {
+        name: a.name,
+        volume_size: a.volsize.map(Into::into),
+        sparse: a.sparse,
+        blocksize: a.blocksize.map(Into::into),
+        props: Props::from_list(a.props),
+        parents: a.parents,
+    })
+    .map(drop)
 }
 
 /// zfs' column headers for property names.
@@ -454,16 +462,13 @@ fn list(ctx: &mut Ctx, a: ListArgs) -> CmdResult {
         return Err("list -o: no columns given".into());
     }
     // As in zfs: NAME alone lists just it; -r (or -d) adds its descendants.
-    let mut args = json!({
-        "name": a.name,
-        "recursive": a.recursive || a.depth.is_some(),
-        "type": a.types,
-        "props": cols,
-    });
-    if let Some(d) = a.depth {
-        args["depth"] = json!(d);
-    }
-    let rows = ctx.call("ds.list", args)?;
+    let rows = ctx.send(&DsList {
+        name: a.name,
+        recursive: a.recursive || a.depth.is_some(),
+        depth: a.depth,
+        kind: a.types,
+        props: cols.clone(),
+    })?;
     let mut t = Table::new(
         cols.iter().map(|c| header_for(c)).collect(),
         cols.iter().map(|c| is_numeric_col(c)).collect(),
@@ -513,7 +518,10 @@ fn get(ctx: &mut Ctx, a: GetArgs) -> CmdResult {
         vec![false; fields.len()],
     );
     for name in &a.names {
-        let rows = ctx.call("ds.get", json!({"name": name, "props": props}))?;
+        let rows = ctx.send(&DsGet {
+            name: name.clone(),
+            props: props.clone(),
+        })?;
         for r in rows.as_array().into_iter().flatten() {
             t.rows.push(
                 fields

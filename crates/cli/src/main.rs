@@ -21,6 +21,7 @@ mod snapshot;
 mod status;
 mod stream;
 mod table;
+mod token;
 
 use cachalot_daemon::parse_size;
 use clap::{Args, Parser, Subcommand};
@@ -104,6 +105,9 @@ pub enum Cmd {
     /// Replication between appliances: pair, create, list, run, pause, resume, destroy
     #[command(subcommand)]
     Replication(replication::ReplicationCmd),
+    /// API tokens for HTTP clients: token create NAME | list | revoke NAME
+    #[command(subcommand)]
+    Token(token::TokenCmd),
     /// MySQL/MariaDB: consistent snapshots, clones into servers and replicas, restore, advice
     #[command(subcommand)]
     Mysql(mysql::MysqlCmd),

@@ -3,8 +3,8 @@
 //! Several names given to `snapshot` are one atomic snapshot.
 
 use crate::commands::{CmdResult, Ctx};
+use cachalot_daemon::api::requests::{Props, SnapClone, SnapCreate, SnapPromote, SnapRollback};
 use clap::Args;
-use serde_json::json;
 
 #[derive(Args, Debug)]
 pub struct SnapshotArgs {
@@ -39,18 +39,18 @@ pub struct PromoteArgs {
 }
 
 pub fn snapshot(ctx: &mut Ctx, a: SnapshotArgs) -> CmdResult {
-    ctx.call(
-        "snap.create",
-        json!({ "names": a.names, "recursive": a.recursive }),
-    )
+    ctx.send(&SnapCreate {
+        names: a.names,
+        recursive: a.recursive,
+    })
     .map(drop)
 }
 
 pub fn rollback(ctx: &mut Ctx, a: RollbackArgs) -> CmdResult {
-    ctx.call(
-        "snap.rollback",
-        json!({ "name": a.name, "recursive": a.recursive }),
-    )
+    ctx.send(&SnapRollback {
+        name: a.name,
+        recursive: a.recursive,
+    })
     .map(drop)
 }
 
@@ -58,14 +58,14 @@ pub fn clone(ctx: &mut Ctx, a: CloneArgs) -> CmdResult {
     if let Some(p) = a.props.iter().find(|p| !p.contains('=')) {
         return Err(format!("'{p}' is not PROP=VAL"));
     }
-    ctx.call(
-        "snap.clone",
-        json!({ "name": a.snapshot, "target": a.target, "props": a.props }),
-    )
+    ctx.send(&SnapClone {
+        name: a.snapshot,
+        target: a.target,
+        props: Props::from_list(a.props),
+    })
     .map(drop)
 }
 
 pub fn promote(ctx: &mut Ctx, a: PromoteArgs) -> CmdResult {
-    ctx.call("snap.promote", json!({ "name": a.name }))
-        .map(drop)
+    ctx.send(&SnapPromote { name: a.name }).map(drop)
 }

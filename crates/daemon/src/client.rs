@@ -51,6 +51,12 @@ impl Client {
         })
     }
 
+    /// Send one typed request (see [`crate::api::requests`]): the one definition of
+    /// each request, shared with the REST routes.
+    pub fn send<R: crate::api::requests::Op>(&mut self, r: &R) -> Result<Value, String> {
+        self.call(R::OP, r.args())
+    }
+
     /// Send one request; the result, or the daemon's (or a transport) error message.
     pub fn call(&mut self, op: &str, args: Value) -> Result<Value, String> {
         self.send_request(op, args)?;

@@ -90,6 +90,8 @@ pub struct Daemon {
     fault_injection: AtomicBool,
     /// Replication: key, peers, relationships (see `replication.rs`).
     replication: replication::Replication,
+    /// Named API tokens and jobs (see `crate::api`).
+    pub(crate) api: crate::api::ApiState,
 }
 
 /// Every op and the arguments it accepts.
@@ -159,6 +161,9 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("analytics.show", ANALYTICS_ARGS),
     ("analytics.series", ANALYTICS_ARGS),
     ("analytics.heatmap", ANALYTICS_ARGS),
+    ("token.create", &["name"]),
+    ("token.list", &[]),
+    ("token.revoke", &["name"]),
 ];
 
 const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
@@ -227,6 +232,7 @@ impl Daemon {
     pub fn open(home: &Path, arc_max: u64) -> anyhow::Result<Daemon> {
         let token = state::load_or_create_token(home)?;
         let st = state::load(home)?;
+        let api = crate::api::ApiState::open(home, token.clone())?;
         let d = Daemon {
             home: home.to_path_buf(),
             token,
@@ -243,6 +249,7 @@ impl Daemon {
             iscsi: std::sync::OnceLock::new(),
             fault_injection: AtomicBool::new(false),
             replication: replication::Replication::open(home)?,
+            api,
         };
         for rec in st.pools {
             if validate_pool_name(&rec.name).is_err() || rec.devices.is_empty() {
@@ -370,6 +377,7 @@ impl Daemon {
             op if op.starts_with("snap.") => self.snap_op(op, &a),
             op if op.starts_with("analytics.") => self.analytics_op(op, &a),
             op if op.starts_with("repl.") => self.repl_op(op, &a),
+            op if op.starts_with("token.") => self.token_op(op, &a),
             op => Err(format!("unknown operation '{op}'")),
         }
     }

@@ -1,13 +1,14 @@
 //! The HTTP transport (axum on its own tokio runtime in a background thread):
 //! `POST /api/v1/call` takes the same JSON request as the unix socket and returns the
-//! same JSON response; `GET /api/v1/pools` lists pools; `GET /status` is a small
-//! status page; the analytics API, `/metrics` and the web UI at `/` are in
-//! [`analytics`].
+//! same JSON response; the resource routes under `/api/v1/` are in
+//! [`crate::api::routes`]; `GET /status` is a small status page; the analytics API,
+//! `/metrics` and the web UI at `/` are in [`analytics`].
 //!
 //! Invariants:
 //! - Only read-only ops ([`crate::daemon::is_read_only`]) run without a token; every
-//!   other op needs `Authorization: Bearer <token>` or gets 403 with a JSON error.
-//!   The token is compared in constant time.
+//!   other op needs `Authorization: Bearer <token>` (a named token or `HOME/token`,
+//!   see [`crate::api::tokens`]) or gets 403 with a JSON error. Tokens are compared
+//!   in constant time. Token management ops are refused here whatever the token.
 //! - Ops run on tokio's blocking pool, never on the async workers.
 //! - The listener is bound before this returns, so a bad address fails the start.
 
@@ -60,8 +61,8 @@ pub fn start_http(addr: &str, daemon: Arc<Daemon>) -> anyhow::Result<SocketAddr>
 pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
         .route("/status", get(index))
-        .route("/api/v1/pools", get(pools))
         .route("/api/v1/call", post(call))
+        .merge(crate::api::routes::router())
         .merge(analytics::routes())
         .with_state(daemon)
 }
@@ -94,7 +95,18 @@ async fn call(
         Ok(r) => r,
         Err(e) => return (StatusCode::BAD_REQUEST, Json(Response::err(e))),
     };
-    if !is_read_only(&req.op) && !authorized(&headers, d.token()) {
+    if crate::api::tokens::UNIX_ONLY_OPS.contains(&req.op.as_str()) {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(Response::err(format!(
+                "{}: token management is served on the unix socket only (cachalot token ...)",
+                req.op
+            ))),
+        );
+    }
+    let token_ok =
+        crate::api::routes::bearer(&headers).is_some_and(|t| d.api.tokens.check(t).is_some());
+    if !is_read_only(&req.op) && !token_ok {
         return (
             StatusCode::FORBIDDEN,
             Json(Response::err(format!(
@@ -109,24 +121,6 @@ async fn call(
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             Json(Response::err(format!("internal error: {e}"))),
-        ),
-    }
-}
-
-async fn pools(State(d): State<Arc<Daemon>>) -> (StatusCode, Json<Value>) {
-    let r = tokio::task::spawn_blocking(move || {
-        d.handle(&crate::proto::Request::new("pool.list", json!({})))
-    })
-    .await;
-    match r.map(|r| r.into_result()) {
-        Ok(Ok(v)) => (StatusCode::OK, Json(v)),
-        Ok(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e })),
-        ),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": e.to_string() })),
         ),
     }
 }

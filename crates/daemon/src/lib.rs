@@ -9,6 +9,7 @@
 //! - Signals are blocked in every thread and taken by one `sigwait` thread, so no
 //!   handler ever runs inside engine code.
 
+pub mod api;
 pub mod client;
 pub mod daemon;
 pub mod frames;

@@ -333,6 +333,7 @@ function route() {
   $("nav-overview").className = path === "/" ? "on" : "";
   $("nav-analytics").className = path === "/analytics" ? "on" : "";
   drag = null;
+  if (path === "/manage") return; // manage.js shows that page
   if (path === "/analytics") {
     $("page-analytics").hidden = false;
     openAnalytics(params);

@@ -26,6 +26,7 @@ use std::sync::Arc;
 const INDEX_HTML: &str = include_str!("../../ui/index.html");
 const APP_JS: &str = include_str!("../../ui/app.js");
 const APP_CSS: &str = include_str!("../../ui/app.css");
+const MANAGE_JS: &str = include_str!("../../ui/manage.js");
 /// The OpenAPI description of every `/api/analytics/` route.
 pub const OPENAPI_JSON: &str = include_str!("../../ui/openapi.json");
 
@@ -38,6 +39,10 @@ pub fn routes() -> Router<Arc<Daemon>> {
             get(|| async { asset("text/javascript", APP_JS) }),
         )
         .route("/ui/app.css", get(|| async { asset("text/css", APP_CSS) }))
+        .route(
+            "/ui/manage.js",
+            get(|| async { asset("text/javascript", MANAGE_JS) }),
+        )
         .route(
             "/api/analytics/openapi.json",
             get(|| async { asset("application/json", OPENAPI_JSON) }),

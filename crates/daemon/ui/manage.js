@@ -1,0 +1,198 @@
+// The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
+// (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares.
+// Every action calls the REST API under /api/v1 (the same typed requests as the
+// CLI) and shows its CLI equivalent; destructive ones ask first. The API token is
+// typed in once and kept in sessionStorage: it travels only in the Authorization
+// header, never in a URL.
+(function () {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const enc = encodeURIComponent;
+  const KEY = "cachalot.token";
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  const sh = (s) => (/^[\w@%+=:,./-]+$/.test(s) ? s : "'" + String(s).replace(/'/g, "'\\''") + "'");
+  const size = (n) => {
+    if (n === null || n === undefined) return "-";
+    const u = ["B", "K", "M", "G", "T"]; let i = 0; let v = n;
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    return (i && v < 10 ? v.toFixed(1) : Math.round(v)) + u[i];
+  };
+
+  async function call(method, path, body) {
+    const headers = { "Content-Type": "application/json" };
+    const t = sessionStorage.getItem(KEY);
+    if (t) headers.Authorization = "Bearer " + t;
+    const r = await fetch("/api/v1" + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const v = await r.json().catch(() => null);
+    if (!r.ok) throw new Error(v && v.error ? `${v.error.message} (${v.error.code})` : `HTTP ${r.status}`);
+    return v;
+  }
+
+  function say(text, bad) {
+    const m = $("m-msg");
+    m.textContent = text;
+    m.className = bad ? "bad" : "good";
+    m.hidden = false;
+  }
+
+  // Run one or more steps; report the CLI equivalent on success.
+  // The tables are refreshed before the report shows, so what the report says is
+  // already on the page.
+  async function act(cli, steps) {
+    let err = null;
+    try {
+      for (const s of steps) await s();
+    } catch (e) {
+      err = e;
+    }
+    await refresh();
+    if (err) say("Refused: " + err.message, true);
+    else say("Done. CLI: " + cli);
+  }
+
+  // ---- the confirmation dialog ----
+  function confirmDialog(title, lines, cli, okText, onOk) {
+    $("m-confirm-title").textContent = title;
+    $("m-confirm-body").innerHTML = "<ul>" + lines.map((l) => `<li>${esc(l)}</li>`).join("") + "</ul>";
+    $("m-confirm-cli").textContent = cli;
+    $("m-confirm-ok").textContent = okText;
+    $("m-confirm").hidden = false;
+    $("m-confirm-ok").onclick = async () => { $("m-confirm").hidden = true; await onOk(); };
+  }
+
+  // ---- CLI equivalents, live as the forms change ----
+  function poolCli() {
+    const files = $("m-pool-files").value.split(/[\s,]+/).filter(Boolean);
+    return `cachalot pool create -s ${sh($("m-pool-size").value)} ${sh($("m-pool-name").value)} ${files.map(sh).join(" ")}`;
+  }
+  function mysqlCli() {
+    const p = $("m-mysql-parent").value;
+    return `cachalot create -p ${sh(p)} && cachalot create -o recordsize=16K ${sh(p + "/data")} && cachalot create -o recordsize=128K ${sh(p + "/log")}`;
+  }
+  const snapCli = () => `cachalot snapshot ${sh($("m-snap-ds").value + "@" + $("m-snap-name").value)}`;
+  const cloneCli = () => `cachalot clone ${sh($("m-clone-src").value)} ${sh($("m-clone-target").value)}`;
+  const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
+  function showClis() {
+    $("m-pool-cli").textContent = poolCli();
+    $("m-mysql-cli").textContent = mysqlCli();
+    $("m-snap-cli").textContent = snapCli();
+    $("m-clone-cli").textContent = cloneCli();
+    $("m-nfs-cli").textContent = nfsCli();
+  }
+
+  // ---- tables ----
+  let snaps = [];
+  function options(sel, names) {
+    const keep = sel.value;
+    sel.innerHTML = names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
+    if (names.includes(keep)) sel.value = keep;
+  }
+
+  async function refresh() {
+    let pools = [], dss = [];
+    try {
+      pools = await call("GET", "/pools");
+      dss = await call("GET", "/datasets?props=recordsize,sharenfs");
+      snaps = await call("GET", "/snapshots?props=creation,written");
+    } catch (e) { say(e.message, true); }
+    const details = await Promise.all(pools.map((p) => call("GET", "/pools/" + enc(p.name)).catch(() => null)));
+    $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th></th></tr>" +
+      pools.map((p, i) => {
+        const devs = [];
+        const walk = (d, depth) => { devs.push("&nbsp;".repeat(depth * 2) + `${esc(d.name)} ${esc(d.state)} ${d.read}/${d.write}/${d.cksum}`); (d.children || []).forEach((c) => walk(c, depth + 1)); };
+        ((details[i] && details[i].devices) || []).forEach((d) => walk(d, 0));
+        return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
+          `<td><button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
+      }).join("");
+    $("m-datasets").innerHTML = "<tr><th>NAME</th><th>TYPE</th><th>USED</th><th>AVAIL</th><th>RECORDSIZE</th><th>NFS</th><th></th></tr>" +
+      dss.map((d) => `<tr data-ds="${esc(d.name)}"><td>${esc(d.name)}</td><td>${esc(d.type)}</td><td>${size(d.used)}</td><td>${size(d.available)}</td>` +
+        `<td>${esc(d.props.recordsize.value)}</td><td>${esc(d.props.sharenfs.value)}</td>` +
+        `<td>${d.name.includes("/") ? `<button data-act="destroy-ds" data-name="${esc(d.name)}">Destroy…</button>` : ""}</td></tr>`).join("");
+    $("m-snaps").innerHTML = "<tr><th>SNAPSHOT</th><th>USED</th><th>CREATED</th><th></th></tr>" +
+      snaps.map((s) => `<tr data-snap="${esc(s.name)}"><td>${esc(s.name)}</td><td>${size(s.used)}</td>` +
+        `<td>${new Date(Number(s.props.creation.raw) * 1000).toLocaleString()}</td>` +
+        `<td><button data-act="rollback" data-name="${esc(s.name)}">Roll back…</button> ` +
+        `<button data-act="destroy-snap" data-name="${esc(s.name)}">Destroy…</button></td></tr>`).join("");
+    const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
+    options($("m-snap-ds"), fss);
+    options($("m-nfs-ds"), fss);
+    options($("m-clone-src"), snaps.map((s) => s.name));
+    showClis();
+  }
+
+  // ---- actions ----
+  async function rollback(name) {
+    const [fs, snap] = name.split("@");
+    const mine = snaps.filter((s) => s.name.startsWith(fs + "@"));
+    const newer = mine.slice(mine.findIndex((s) => s.name === name) + 1);
+    let written = "";
+    try {
+      const rows = await call("GET", `/datasets/${enc(fs)}?props=${enc("written@" + snap)}`);
+      if (rows[0] && rows[0].value !== "-") written = ` (${rows[0].value} written since)`;
+    } catch (e) { /* the list below still says what goes */ }
+    const lines = [`every change to ${fs} since ${snap} is lost${written}`];
+    for (const s of newer) lines.push(`snapshot ${s.name} is destroyed`);
+    const cli = `cachalot rollback ${newer.length ? "-r " : ""}${sh(name)}`;
+    confirmDialog(`Roll ${fs} back to ${snap}?`, lines, cli, "Roll back",
+      () => act(cli, [() => call("POST", `/snapshots/${enc(name)}/rollback`, { recursive: newer.length > 0 })]));
+  }
+
+  function onTableClick(e) {
+    const b = e.target.closest("button[data-act]");
+    if (!b) return;
+    const name = b.dataset.name;
+    if (b.dataset.act === "rollback") { rollback(name); return; }
+    if (b.dataset.act === "destroy-snap") {
+      const cli = `cachalot destroy ${sh(name)}`;
+      confirmDialog(`Destroy snapshot ${name}?`, [`snapshot ${name} is destroyed (its clones must go first)`], cli, "Destroy",
+        () => act(cli, [() => call("DELETE", "/snapshots/" + enc(name))]));
+    } else if (b.dataset.act === "destroy-ds") {
+      const cli = `cachalot destroy ${sh(name)}`;
+      confirmDialog(`Destroy dataset ${name}?`, [`dataset ${name} and all its data are destroyed`, "refused while it has children, snapshots with clones, or is in use"], cli, "Destroy",
+        () => act(cli, [() => call("DELETE", "/datasets/" + enc(name))]));
+    } else if (b.dataset.act === "destroy-pool") {
+      const cli = `cachalot pool destroy ${sh(name)}`;
+      confirmDialog(`Destroy pool ${name}?`, [`pool ${name}, every dataset and snapshot in it are destroyed`], cli, "Destroy",
+        () => act(cli, [() => call("DELETE", "/pools/" + enc(name))]));
+    }
+  }
+
+  function wire() {
+    $("m-token").value = sessionStorage.getItem(KEY) || "";
+    $("m-token-save").onclick = () => {
+      sessionStorage.setItem(KEY, $("m-token").value.trim());
+      $("m-token-state").textContent = $("m-token").value.trim() ? "token set for this tab" : "no token: read only";
+    };
+    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts"]) {
+      $(id).oninput = showClis;
+      $(id).onchange = showClis;
+    }
+    $("m-pool-create").onclick = () => act(poolCli(), [() => call("POST", "/pools", {
+      name: $("m-pool-name").value, vdevs: $("m-pool-files").value.split(/[\s,]+/).filter(Boolean), size: $("m-pool-size").value })]);
+    $("m-mysql-create").onclick = () => {
+      const p = $("m-mysql-parent").value;
+      act(mysqlCli(), [
+        () => call("POST", "/datasets", { name: p, parents: true }),
+        () => call("POST", "/datasets", { name: p + "/data", props: { recordsize: "16K" } }),
+        () => call("POST", "/datasets", { name: p + "/log", props: { recordsize: "128K" } }),
+      ]);
+    };
+    $("m-snap-take").onclick = () => act(snapCli(), [() => call("POST", "/snapshots", { names: [$("m-snap-ds").value + "@" + $("m-snap-name").value] })]);
+    $("m-clone-go").onclick = () => act(cloneCli(), [() => call("POST", `/snapshots/${enc($("m-clone-src").value)}/clone`, { target: $("m-clone-target").value })]);
+    $("m-nfs-share").onclick = () => act(nfsCli(), [() => call("PUT", "/shares/nfs/" + enc($("m-nfs-ds").value), { options: $("m-nfs-opts").value })]);
+    $("m-confirm-cancel").onclick = () => { $("m-confirm").hidden = true; say("Cancelled: nothing changed."); };
+    for (const t of ["m-pools", "m-datasets", "m-snaps"]) $(t).onclick = onTableClick;
+  }
+
+  function route() {
+    if (location.hash.replace(/^#/, "").split("?")[0] !== "/manage") { $("page-manage").hidden = true; $("nav-manage").className = ""; return; }
+    for (const id of ["page-overview", "page-detail", "page-analytics"]) $(id).hidden = true;
+    $("page-manage").hidden = false;
+    $("nav-manage").className = "on";
+    refresh();
+  }
+
+  wire();
+  window.addEventListener("hashchange", route);
+  route();
+})();

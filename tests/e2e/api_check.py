@@ -1,0 +1,219 @@
+"""Every /api/v1 route against a running daemon, each step checked through the CLI
+(tests/e2e/test_api.sh). Usage: api_check.py ADDR TOKEN CACHALOT WORKDIR ARTIFACTS"""
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ADDR, TOKEN, CLI, WORK, ARTIFACTS = sys.argv[1:6]
+BASE = f"http://{ADDR}/api/v1"
+
+
+def q(name):
+    """A name as one path segment ('/' and '@' encoded)."""
+    return urllib.parse.quote(name, safe="")
+
+
+def api(method, path, body=None, token=TOKEN, raw=None):
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def ok(method, path, body=None, status=200):
+    st, v = api(method, path, body)
+    assert st == status, f"{method} {path} {body}: {st} {v}"
+    return v
+
+
+def cli(*args):
+    return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
+
+
+def prop(name, p):
+    return cli("get", "-H", "-o", "value", p, name).strip()
+
+
+def state():
+    """What a refused request must not change."""
+    names = cli("list", "-H", "-t", "all", "-o", "name")
+    props = cli("get", "-H", "-o", "name,property,value,source",
+                "quota,recordsize,sharenfs,compression", *[n for n in names.split() if "@" not in n]) \
+        if names.strip() else ""
+    pools = [line.split("\t")[0] for line in cli("pool", "list", "-H").splitlines()]
+    return pools, names, props
+
+
+def refused(method, path, body=None, status=400, code="invalid_request", token=TOKEN, raw=None):
+    before = state()
+    st, v = api(method, path, body, token=token, raw=raw)
+    assert st == status and v["error"]["code"] == code, f"{method} {path} {body}: {st} {v}"
+    assert v["error"]["message"] and "\n" not in v["error"]["message"], v
+    assert state() == before, f"{method} {path} {body} changed something"
+    print(f"  ok, refused {st} {code}: {method} {path} -> {v['error']['message']}")
+    return v
+
+
+print("--- openapi: every route described")
+doc = ok("GET", "/openapi.json")
+for p in ["/api/v1/pools", "/api/v1/datasets", "/api/v1/snapshots/{name}/rollback",
+          "/api/v1/shares/nfs/{name}", "/api/v1/jobs/{id}", "/api/v1/call"]:
+    assert p in doc["paths"], p
+assert doc["components"]["securitySchemes"]["token"]["scheme"].lower() == "bearer"
+
+print("--- pools: no token 401, bad token 403, bad input 400; nothing changed")
+img = f"{WORK}/d0.img"
+good_pool = {"name": "tank", "vdevs": [img], "size": "256M"}
+refused("POST", "/pools", good_pool, 401, "unauthorized", token=None)
+refused("POST", "/pools", good_pool, 403, "forbidden", token="0" * 64)
+refused("POST", "/pools", {"name": 5, "vdevs": [img]})
+refused("POST", "/pools", {**good_pool, "bogus": 1})
+refused("POST", "/pools", {"vdevs": [img]})
+refused("POST", "/pools", raw=b"{not json")
+refused("POST", "/pools", {"name": "1bad", "vdevs": [img], "size": "256M"})
+refused("POST", "/pools", {"name": "tank", "vdevs": ["rel.img"], "size": "256M"})
+assert cli("pool", "list", "-H") == "", "no pool yet"
+ok("POST", "/pools", good_pool)
+assert cli("pool", "list", "-H").startswith("tank\t")
+refused("POST", "/pools", good_pool, 409, "already_exists")
+pools = ok("GET", "/pools")
+assert [p["name"] for p in pools] == ["tank"], pools
+st = ok("GET", "/pools/tank")
+assert st["health"] == "ONLINE" and st["devices"], st
+refused("GET", "/pools/nosuch", status=404, code="not_found")
+
+print("--- datasets: the MySQL layout, properties")
+ok("POST", "/datasets", {"name": "tank/mysql", "props": {"compression": "lz4"}})
+ok("POST", "/datasets", {"name": "tank/mysql/data", "props": {"recordsize": "16K"}})
+ok("POST", "/datasets", {"name": "tank/mysql/log", "props": {"recordsize": "128K"}})
+assert prop("tank/mysql/data", "recordsize") == "16K"
+assert prop("tank/mysql/log", "recordsize") == "128K"
+assert prop("tank/mysql/data", "compression") == "lz4", "inherited"
+ok("POST", "/datasets", {"name": "tank/vol", "volume_size": "16M", "sparse": True})
+assert cli("list", "-H", "-t", "volume", "-o", "name").split() == ["tank/vol"]
+refused("POST", "/datasets", {"name": "tank/x", "parents": "yes"})
+refused("POST", "/datasets", {"name": "tank/x", "props": {"recordsize": 16384}})
+refused("POST", "/datasets", {"name": "tank/x", "unknown": True})
+refused("POST", "/datasets", {})
+refused("POST", "/datasets", {"name": "tank/a b"})
+refused("POST", "/datasets", {"name": "nosuch/x"}, 404, "not_found")
+refused("POST", "/datasets", {"name": "tank/mysql"}, 409, "already_exists")
+refused("POST", "/datasets", {"name": "tank/x", "props": {"recordsize": "banana"}}, 400, "invalid_request")
+names = [r["name"] for r in ok("GET", "/datasets")]
+assert names == ["tank", "tank/mysql", "tank/mysql/data", "tank/mysql/log", "tank/vol"], names
+rows = ok("GET", "/datasets?name=tank/mysql&recursive=true&props=recordsize")
+assert [r["props"]["recordsize"]["value"] for r in rows] == ["128K", "16K", "128K"], rows
+refused("GET", "/datasets?bogus=1")
+refused("GET", "/datasets?type=bogus")
+props = {r["property"]: r for r in ok("GET", f"/datasets/{q('tank/mysql/data')}")}
+assert props["recordsize"]["value"] == "16K" and props["recordsize"]["source"] == "local", props["recordsize"]
+refused("GET", f"/datasets/{q('tank/nope')}", status=404, code="not_found")
+ok("PUT", f"/datasets/{q('tank/mysql/data')}/properties/quota", {"value": "1G"})
+assert prop("tank/mysql/data", "quota") == "1G"
+refused("PUT", f"/datasets/{q('tank/mysql/data')}/properties/quota", {"value": 5})
+refused("PUT", f"/datasets/{q('tank/mysql/data')}/properties/quota", {})
+refused("PUT", f"/datasets/{q('tank/mysql/data')}/properties/quota", {"value": "lots"})
+refused("PUT", f"/datasets/{q('tank/nope')}/properties/quota", {"value": "1G"}, 404, "not_found")
+ok("DELETE", f"/datasets/{q('tank/mysql/data')}/properties/quota")
+assert prop("tank/mysql/data", "quota") in ("none", "-"), prop("tank/mysql/data", "quota")
+ok("PUT", f"/datasets/{q('tank/mysql/log')}/properties/compression", {"value": "off"})
+ok("DELETE", f"/datasets/{q('tank/mysql/log')}/properties/compression")
+assert cli("get", "-H", "-o", "value,source", "compression", "tank/mysql/log").split()[0] == "lz4"
+
+print("--- snapshots: take, list, clone, promote, rollback, destroy")
+ok("POST", "/snapshots", {"names": ["tank/mysql/data@s1", "tank/mysql/log@s1"]})
+assert "tank/mysql/data@s1" in cli("list", "-H", "-t", "snapshot", "-o", "name")
+refused("POST", "/snapshots", {"names": "tank/mysql/data@s2"})
+refused("POST", "/snapshots", {"names": ["tank/nope@s1"]}, 404, "not_found")
+refused("POST", "/snapshots", {"names": ["tank/mysql/data@s1"]}, 409, "already_exists")
+snaps = ok("GET", "/snapshots?dataset=tank/mysql&recursive=true&props=creation,written")
+assert [s["name"] for s in snaps] == ["tank/mysql/data@s1", "tank/mysql/log@s1"], snaps
+assert "creation" in snaps[0]["props"], snaps[0]
+assert ok("GET", f"/snapshots/{q('tank/mysql/data@s1')}")
+refused("GET", f"/snapshots/{q('tank/mysql/data')}")
+ok("POST", f"/snapshots/{q('tank/mysql/data@s1')}/clone", {"target": "tank/c1", "props": {"recordsize": "16K"}})
+assert prop("tank/c1", "origin") == "tank/mysql/data@s1"
+refused("POST", f"/snapshots/{q('tank/mysql/data@s1')}/clone", {"target": "tank/c1"}, 409, "already_exists")
+refused("POST", f"/snapshots/{q('tank/mysql/data@s1')}/clone", {})
+refused("POST", f"/snapshots/{q('tank/mysql/data@nope')}/clone", {"target": "tank/c2"}, 404, "not_found")
+print("    destroy of busy things: a snapshot with a clone, a dataset with children")
+refused("DELETE", f"/snapshots/{q('tank/mysql/data@s1')}", status=409, code="busy")
+refused("DELETE", f"/datasets/{q('tank/mysql')}", status=409, code="busy")
+refused("DELETE", f"/datasets/{q('tank/mysql')}?recursive=maybe")
+refused("DELETE", f"/datasets/{q('tank/nope')}", status=404, code="not_found")
+ok("POST", f"/datasets/{q('tank/c1')}/promote")
+assert prop("tank/c1", "origin") == "-" and prop("tank/mysql/data", "origin") == "tank/c1@s1"
+ok("POST", "/snapshots", {"names": ["tank/mysql/log@s2"]})
+ok("POST", "/snapshots", {"names": ["tank/mysql/log@s3"]})
+refused("POST", f"/snapshots/{q('tank/mysql/log@s2')}/rollback", {}, 409, "busy")
+refused("POST", f"/snapshots/{q('tank/mysql/log@s2')}/rollback", {"recursive": "yes"})
+ok("POST", f"/snapshots/{q('tank/mysql/log@s2')}/rollback", {"recursive": True})
+assert "tank/mysql/log@s3" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
+ok("DELETE", f"/snapshots/{q('tank/mysql/log@s2')}")
+refused("DELETE", f"/snapshots/{q('tank/mysql/log@s2')}", status=404, code="not_found")
+assert "tank/mysql/log@s2" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
+
+print("--- shares")
+ok("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": "rw=127.0.0.1/32"})
+assert prop("tank/mysql", "sharenfs").startswith("rw=127.0.0.1,"), prop("tank/mysql", "sharenfs")
+shares = ok("GET", "/shares")
+assert any(s["name"] == "tank/mysql" and s["protocol"] == "nfs" for s in shares), shares
+refused("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": ["on"]})
+refused("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": "off"})
+ok("DELETE", f"/shares/nfs/{q('tank/mysql')}")
+assert prop("tank/mysql", "sharenfs") == "off"
+
+print("--- analytics")
+stats = ok("GET", "/analytics/stats")
+assert stats and "name" in stats[0], stats
+st, v = api("GET", "/analytics/show?stat=no.such.stat&last=60s")
+assert 400 <= st < 500 and v["error"]["code"] in ("invalid_request", "not_found", "failed"), (st, v)
+ok("GET", "/analytics/show?stat=" + stats[0]["name"] + "&last=60s")
+refused("GET", "/analytics/show")
+
+print("--- scrub as a job")
+job = ok("POST", "/pools/tank/scrub", status=202)
+assert job["kind"] == "scrub" and job["state"] in ("running", "done"), job
+for _ in range(300):
+    job = ok("GET", f"/jobs/{job['id']}")
+    if job["state"] != "running":
+        break
+    time.sleep(0.1)
+assert job["state"] == "done" and job["progress"] == 1.0, job
+assert job["detail"]["state"] in ("finished", "done", "completed") or job["detail"]["examined"] >= 0, job
+assert any(j["id"] == job["id"] for j in ok("GET", "/jobs"))
+refused("GET", "/jobs/424242", status=404, code="not_found")
+refused("GET", "/jobs/x")
+refused("POST", "/pools/nosuch/scrub", status=404, code="not_found")
+
+print("--- destroy, export, import")
+ok("DELETE", f"/datasets/{q('tank/vol')}")
+assert "tank/vol" not in cli("list", "-H", "-o", "name")
+ok("POST", "/pools/tank/export")
+assert cli("pool", "list", "-H") == ""
+refused("POST", "/pools/tank/import", {"dirs": "x"})
+refused("POST", "/pools/tank/import", {"dirs": [WORK], "name": "tank"})
+ok("POST", "/pools/tank/import", {"dirs": [WORK]})
+assert cli("pool", "list", "-H").startswith("tank\t")
+assert prop("tank/mysql/data", "recordsize") == "16K"
+
+print("--- the RPC endpoint refuses token management whatever the token")
+st, v = api("POST", "/call", {"op": "token.create", "args": {"name": "x"}})
+assert st == 403 and not v["ok"], (st, v)
+assert "x" not in cli("token", "list", "-H").split()
+
+print("--- destroy the pool")
+refused("DELETE", "/pools/tank", status=401, code="unauthorized", token=None)
+ok("DELETE", "/pools/tank")
+assert cli("pool", "list", "-H") == ""
+print("api_check: all routes passed")
