@@ -493,10 +493,13 @@ impl State {
         let owner = c.owner.clone();
         let fore = negotiate(&a.fore, MAX_OPS, MAX_SLOTS);
         let back = negotiate(&a.back, 2, 1);
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        // The second half is random, not a counter: SEQUENCE and DESTROY_SESSION
+        // trust the session id alone, so a client on an allowed address must not be
+        // able to guess another client's (RFC 8881 section 2.10.8.3 lets any
+        // connection use a session; only knowing its id grants that).
         let mut id = [0u8; 16];
         id[..8].copy_from_slice(&a.clientid.to_be_bytes());
-        id[8..].copy_from_slice(&(n ^ ((self.boot as u64) << 32)).to_be_bytes());
+        id[8..].copy_from_slice(&cachalot_pool::pool::new_guid().to_be_bytes());
         let mut w = Writer::new();
         w.fixed(&id).u32(a.sequence).u32(0);
         encode_channel(&mut w, &fore);
