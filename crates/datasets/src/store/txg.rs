@@ -196,8 +196,20 @@ impl Store {
     /// Ask for a commit soon without waiting.
     pub(crate) fn kick(&self) {
         let mut t = self.txg.lock();
-        t.requested = t.requested.max(t.open_txg);
-        self.txg_cv.notify_all();
+        self.request_commit(&mut t);
+    }
+
+    /// Ask the sync thread for a commit of the open txg. Wakes the condvar's
+    /// waiters only when the request is new: the sync thread checks `requested`
+    /// under the lock before it waits, so one wake-up per txg reaches it. (Waking
+    /// on every call made throttled writers wake each other in a loop, each
+    /// notify_all answered by another, until the commit came: a futex storm that
+    /// took most of the daemon's CPU under sustained writes.)
+    fn request_commit(&self, t: &mut TxgState) {
+        if t.requested < t.open_txg {
+            t.requested = t.open_txg;
+            self.txg_cv.notify_all();
+        }
     }
 
     /// Block while dirty data is above the limit (writers are throttled, not failed).
@@ -222,8 +234,7 @@ impl Store {
             if t.error.is_some() || t.stopped {
                 break;
             }
-            t.requested = t.requested.max(t.open_txg);
-            self.txg_cv.notify_all();
+            self.request_commit(&mut t);
             self.txg_cv.wait_for(&mut t, Duration::from_millis(100));
         }
         Ok(())
