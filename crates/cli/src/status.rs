@@ -91,7 +91,7 @@ fn resilver_line(sc: &Value) -> String {
             format_date(u(sc, "ended"))
         ),
         _ => format!(
-            "  scan: resilver canceled on {} (it starts again on import)\n",
+            "  scan: resilver canceled on {} (it continues on import)\n",
             format_date(u(sc, "ended"))
         ),
     }

@@ -208,6 +208,11 @@ fn resilver(
         }
     }
     bps.extend(pool.spacemap_blocks().unwrap_or_default());
+    // Stopped while collecting: the list may miss blocks, so no position may
+    // be taken from it.
+    if cancel.load(Ordering::Relaxed) {
+        return;
+    }
     bps.sort_by_key(scan_key);
     // Blocks shared by snapshots and clones are rebuilt once.
     bps.dedup();
@@ -217,10 +222,15 @@ fn resilver(
     let mut last_save = Instant::now();
     let mut done = 0u64;
     for bp in &bps {
+        let key = scan_key(bp);
         if cancel.load(Ordering::Relaxed) {
+            // Stopped (export, a device change): keep the place exactly. A
+            // device change then drops it when the work to do changed.
+            if resume.is_none_or(|r| key >= r) {
+                let _ = pool.save_resilver_pos(key);
+            }
             return;
         }
-        let key = scan_key(bp);
         if resume.is_some_and(|r| key < r) {
             let mut s = st.lock();
             s.examined += bp.asize_total();
