@@ -28,9 +28,15 @@ LOOP=
 _ddl_cleanup() {
     local rc=$?
     set +e
+    # The loop device first: the common cleanup exits when it is done.
+    if [[ -n $LOOP ]]; then
+        [[ -n $MARIADB_PID ]] && kill -KILL "$MARIADB_PID" 2>/dev/null && wait "$MARIADB_PID" 2>/dev/null
+        MARIADB_PID=
+        umount "$W/e" 2>/dev/null
+        losetup -d "$LOOP"
+    fi
     (exit "$rc")
     _fuse_cleanup
-    [[ -n $LOOP ]] && { umount "$W/e" 2>/dev/null; losetup -d "$LOOP"; }
 }
 trap _ddl_cleanup EXIT
 

@@ -18,8 +18,8 @@
 //!   what they were. A directory insert logs its entry and the bucket header, not
 //!   the whole 16 KiB bucket.
 //! - `sync=disabled` makes fsync return at once (documented: data then reaches
-//!   disk with the next commit); `sync=always` makes every write durable before
-//!   it returns.
+//!   disk with the next commit); `sync=always` makes every write, and every `Tx`
+//!   (a namespace change), durable before it returns.
 
 use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
@@ -420,7 +420,7 @@ impl Dataset {
             ds: self,
             store: s,
             log: Mutex::new(Vec::new()),
-            _txg: self.objset.hold_txg(),
+            txg: Some(self.objset.hold_txg()),
         })
     }
 
@@ -497,7 +497,8 @@ pub struct Tx<'a> {
     store: Arc<Store>,
     /// The changes made so far, logged as one group when the `Tx` ends.
     log: Mutex<Vec<Record>>,
-    _txg: parking_lot::RwLockReadGuard<'a, ()>,
+    /// The txg hold (released at the end of `drop`, before a sync=always commit).
+    txg: Option<parking_lot::RwLockReadGuard<'a, ()>>,
 }
 
 impl Tx<'_> {
@@ -555,7 +556,16 @@ impl Drop for Tx<'_> {
         // Still inside the txg hold: the group's txg is the one holding the
         // changes, and no commit can start between the changes and their itxs.
         let recs = std::mem::take(&mut *self.log.lock());
+        let logged = !recs.is_empty();
         self.ds.log_changes(recs);
+        self.txg.take();
+        // sync=always: the change is durable when the operation returns. Outside
+        // the hold, because the first log write may need a txg commit. A failure
+        // cannot be returned from here: it suspends the pool, and the next fsync
+        // or write reports it.
+        if logged && self.ds.sync_policy() == SyncPolicy::Always {
+            let _ = self.ds.commit_log(&self.store);
+        }
     }
 }
 

@@ -257,6 +257,31 @@ fn fsync_after_namespace_changes_writes_the_log_and_survives_power_loss() {
     }
 }
 
+/// sync=always: a namespace change is durable when it returns, without fsync.
+#[test]
+fn sync_always_makes_namespace_changes_durable_without_fsync() {
+    let dev = SimDevice::new("d0", DEV_SIZE);
+    let store = new_store_on(&dev);
+    store.set_prop("tank/fs", "sync", "always").unwrap();
+    let fs = mount(&store);
+    let f = mkfile(&fs, fs.root(), "f", b"data");
+    store.sync().unwrap();
+    fs.mkdir(fs.root(), b"d", 0o700, ROOT).unwrap();
+    let d = resolve(&fs, "d").unwrap();
+    fs.rename(fs.root(), b"f", d, b"g", RenameMode::Replace)
+        .unwrap();
+    fs.symlink(fs.root(), b"s", b"d/g", ROOT).unwrap();
+    let want = snapshot(&fs);
+    dev.cut_power_at_write(dev.writes_issued());
+    drop(fs);
+    drop(store);
+    let store = import(dev.crash_image(|| false));
+    let fs = mount(&store);
+    fsck(&fs);
+    assert_eq!(snapshot(&fs), want);
+    assert_eq!(resolve(&fs, "d/g").unwrap(), f);
+}
+
 /// One namespace or data operation (a single `Fs` call; it may fail).
 fn random_op(rng: &mut Rng, fs: &Fs) {
     let dirs = ["", "a", "a/b", "c"];
