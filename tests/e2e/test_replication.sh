@@ -233,6 +233,24 @@ assert_contains "$(CA replication list -H r1)" "error" "state after a refused cy
 assert_ok CB destroy tank/dst@mine
 assert_ok CA replication run r1
 
+note "break: the target is used on its own; resync lists what it destroys, refuses without -f"
+assert_ok CA replication break r1
+assert_eq "$(CA replication list -H r1 | cut -f4)" "broken" "state after break"
+assert_fails CA replication run r1
+assert_contains "$LAST_STDERR" "broken off" "run of a broken relationship"
+assert_ok CB mount tank/dst "$T/dst"
+echo "written after the break" >"$T/dst/failover"
+assert_ok CB unmount tank/dst
+assert_ok CB snapshot tank/dst@after-break
+assert_fails CA replication resync r1
+assert_contains "$LAST_STDERR" "tank/dst@after-break" "resync names what it would destroy"
+assert_contains "$(CB list -H -t snapshot -o name tank/dst)" "tank/dst@after-break" "refused resync kept it"
+out=$(assert_ok CA replication resync -f r1)
+assert_contains "$out" "destroyed: tank/dst@after-break" "resync -f"
+[[ $(CB list -H -t snapshot -o name tank/dst) != *after-break* ]] || fail "resync -f kept tank/dst@after-break"
+assert_ok CA replication run r1 >/dev/null
+same_as_source big3 small
+
 note "a key that is not paired is refused by the listener; nothing changes"
 start_node C "$NSA"
 assert_ok cli C pool create -s 256M tank "$T/c.img"

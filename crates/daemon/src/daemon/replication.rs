@@ -263,6 +263,8 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.pause", &["name"]),
     ("repl.resume", &["name"]),
     ("repl.destroy", &["name"]),
+    ("repl.break", &["name"]),
+    ("repl.resync", &["name", "force"]),
 ];
 
 impl Daemon {
@@ -290,6 +292,8 @@ impl Daemon {
                 Ok(Value::Null)
             }
             "repl.destroy" => self.repl_destroy(&a.str("name")?),
+            "repl.break" => self.repl_break(&a.str("name")?),
+            "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             _ => Err(format!("unknown operation '{op}'")),
         }
     }

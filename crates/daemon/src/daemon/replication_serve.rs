@@ -3,8 +3,9 @@
 //! filesystem, the hold of the newest common snapshot, retention).
 //!
 //! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
-//! stream), `abort {fs}`, `hold {snapshot, tag}` (holds it, releases the tag
-//! everywhere else in the filesystem), `prune {fs, name, keep}`. An unpaired
+//! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
+//! relationship's tag everywhere else in the filesystem), `prune {fs, name,
+//! keep}`, `rollback {fs, snap}` (resync: destroys the newer snapshots). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -308,6 +309,17 @@ impl Daemon {
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
                 let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
                 Ok(json!({ "destroyed": gone }))
+            }
+            "rollback" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
+                let full = format!("{fs}@{snap}");
+                super::snapshots::split_snapshot_name(&full)?;
+                self.ds_store(&fs)?.rollback(&full, true).map_err(se)?;
+                log(format!(
+                    "replication: rolled '{fs}' back to '{full}' (resync)"
+                ));
+                Ok(Value::Null)
             }
             _ => Err(format!("unknown replication request '{op:.40}'")),
         }
