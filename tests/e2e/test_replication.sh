@@ -151,6 +151,72 @@ keyB=$(CA replication peers -H | cut -f1)
 [[ ${#keyB} == 64 ]] || fail "no pinned key for B: $keyB"
 assert_eq "$(CB replication peers -H | wc -l)" 1 "B pinned A"
 
+# REPL_BENCH=SIZE (e.g. 1G): instead of the tests, measure a full transfer of
+# SIZE over the veth, replication against `send | socat` / `socat | receive` on
+# the same link, alternating, two rounds; then an increment with 1% of the
+# records rewritten (bytes sent against bytes changed).
+calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+if [[ -n ${REPL_BENCH:-} ]]; then
+    assert_ok CA create -o recordsize=128K tank/bench
+    mkdir -p "$T/bench"
+    assert_ok CA mount tank/bench "$T/bench"
+    head -c "$REPL_BENCH" /dev/urandom >"$T/bench/data"
+    sync
+    assert_ok CA snapshot tank/bench@full
+    bytes=$(stat -c %s "$T/bench/data")
+    assert_ok CA replication create rb --source tank/bench --target "$TARGET/tank/rb" --keep "" --paused
+    for round in 1 2; do
+        nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
+            CB receive tank/raw &
+        recv=$!
+        sleep 0.3
+        t0=$(date +%s.%N)
+        CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
+        wait "$recv"
+        t1=$(date +%s.%N)
+        # The same into a resumable receive (checkpoints every 32 MiB), as
+        # replication's receive always is.
+        nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
+            CB receive -s tank/raws &
+        recv=$!
+        sleep 0.3
+        t4=$(date +%s.%N)
+        CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
+        wait "$recv"
+        t5=$(date +%s.%N)
+        t2=$(date +%s.%N)
+        assert_ok CA replication run rb >/dev/null
+        t3=$(date +%s.%N)
+        pipe=$(calc "$t1 - $t0")
+        pipes=$(calc "$t5 - $t4")
+        repl=$(calc "$t3 - $t2")
+        note "round $round: $bytes bytes: send|socat|receive ${pipe}s ($(calc "$bytes / $pipe / 1048576") MiB/s), the same into receive -s ${pipes}s ($(calc "$bytes / $pipes / 1048576") MiB/s), replication ${repl}s ($(calc "$bytes / $repl / 1048576") MiB/s); replication/pipe throughput $(calc "$pipe / $repl")x, replication/pipe-into-receive-s $(calc "$pipes / $repl")x"
+        assert_ok CB destroy -r tank/raws
+        assert_ok CB destroy -r tank/raw
+        assert_ok CA replication destroy rb
+        assert_ok CB destroy -f "$(CB list -H -t snapshot -o name tank/rb | tail -n 1)"
+        assert_ok CB destroy -r tank/rb
+        for s in $(CA list -H -t snapshot -o name tank/bench | grep repl-); do assert_ok CA destroy -f "$s"; done
+        assert_ok CA replication create rb --source tank/bench --target "$TARGET/tank/rb" --keep "" --paused
+    done
+    assert_ok CA replication run rb >/dev/null
+    records=$((bytes / 131072))
+    n=$((records / 100))
+    for ((i = 0; i < n; i++)); do
+        dd if=/dev/urandom of="$T/bench/data" bs=128K count=1 seek=$(((RANDOM * 32768 + RANDOM) % records)) conv=notrunc status=none 2>/dev/null || true
+    done
+    sync
+    t0=$(date +%s.%N)
+    out=$(assert_ok CA replication run rb)
+    t1=$(date +%s.%N)
+    sent=$(CA replication list -H -p rb | cut -f7)
+    note "increment, $n of $records records rewritten ($((n * 131072)) bytes): sent $sent bytes ($(calc "$sent / ($n * 131072)")x the changed data) in $(calc "$t1 - $t0")s: $out"
+    assert_ok CA unmount tank/bench
+    stop_node A
+    stop_node B
+    exit 0
+fi
+
 head -c 96M /dev/urandom >"$SRC/big1"
 seq 1 200000 >"$SRC/small"
 sync

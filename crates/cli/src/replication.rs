@@ -46,6 +46,9 @@ pub enum ReplicationCmd {
         /// The target pulls (not supported yet)
         #[arg(long)]
         pull: bool,
+        /// Create it paused (no cycle until `resume` or `run`)
+        #[arg(long)]
+        paused: bool,
     },
     /// List relationships: NAME SOURCE TARGET STATE LAG LAST-SYNC BYTES RATE
     List {
@@ -199,6 +202,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             keep,
             bwlimit,
             pull,
+            paused,
         } => {
             if pull {
                 return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
@@ -207,7 +211,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 "repl.create",
                 json!({
                     "name": name, "source": source, "target": target,
-                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit,
+                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit, "paused": paused,
                 }),
             )?;
             Ok(())

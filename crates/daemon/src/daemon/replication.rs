@@ -256,7 +256,9 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.peers", &[]),
     (
         "repl.create",
-        &["name", "source", "target", "schedule", "keep", "bwlimit"],
+        &[
+            "name", "source", "target", "schedule", "keep", "bwlimit", "paused",
+        ],
     ),
     ("repl.list", &["name"]),
     ("repl.run", &["name"]),
@@ -328,7 +330,7 @@ impl Daemon {
             schedule,
             keep,
             bwlimit,
-            paused: false,
+            paused: a.bool("paused")?,
             broken: false,
             status: Default::default(),
         };
