@@ -156,6 +156,19 @@ assert_eq "$(CB replication peers -H | wc -l)" 1 "B pinned A"
 # the same link, alternating, two rounds; then an increment with 1% of the
 # records rewritten (bytes sent against bytes changed).
 calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+# pipe_secs RECEIVE-ARGS...: seconds of `send tank/bench@full | socat` on A into
+# `socat | receive RECEIVE-ARGS` on B.
+pipe_secs() {
+    local recv t0
+    nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
+        CB receive "$@" &
+    recv=$!
+    sleep 0.3
+    t0=$(date +%s.%N)
+    CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
+    wait "$recv"
+    calc "$(date +%s.%N) - $t0"
+}
 if [[ -n ${REPL_BENCH:-} ]]; then
     assert_ok CA create -o recordsize=128K tank/bench
     mkdir -p "$T/bench"
@@ -166,29 +179,13 @@ if [[ -n ${REPL_BENCH:-} ]]; then
     bytes=$(stat -c %s "$T/bench/data")
     assert_ok CA replication create rb --source tank/bench --target "$TARGET/tank/rb" --keep "" --paused
     for round in 1 2; do
-        nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
-            CB receive tank/raw &
-        recv=$!
-        sleep 0.3
-        t0=$(date +%s.%N)
-        CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
-        wait "$recv"
-        t1=$(date +%s.%N)
+        pipe=$(pipe_secs tank/raw)
         # The same into a resumable receive (checkpoints every 32 MiB), as
         # replication's receive always is.
-        nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
-            CB receive -s tank/raws &
-        recv=$!
-        sleep 0.3
-        t4=$(date +%s.%N)
-        CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
-        wait "$recv"
-        t5=$(date +%s.%N)
+        pipes=$(pipe_secs -s tank/raws)
         t2=$(date +%s.%N)
         assert_ok CA replication run rb >/dev/null
         t3=$(date +%s.%N)
-        pipe=$(calc "$t1 - $t0")
-        pipes=$(calc "$t5 - $t4")
         repl=$(calc "$t3 - $t2")
         note "round $round: $bytes bytes: send|socat|receive ${pipe}s ($(calc "$bytes / $pipe / 1048576") MiB/s), the same into receive -s ${pipes}s ($(calc "$bytes / $pipes / 1048576") MiB/s), replication ${repl}s ($(calc "$bytes / $repl / 1048576") MiB/s); replication/pipe throughput $(calc "$pipe / $repl")x, replication/pipe-into-receive-s $(calc "$pipes / $repl")x"
         assert_ok CB destroy -r tank/raws
