@@ -5,9 +5,11 @@
 # with a one-time token; a relationship whose cycles survive a kill -9 of the
 # sender, a kill -9 of the receiver and an `ip link set down` of the veth, each
 # in the middle of a transfer (the next cycle resumes from the receiver's token
-# and the files match the source's checksums); scheduled cycles with retention
-# on both sides; a wrong key, a diverged target and a peer speaking another
-# protocol are refused with one line and change nothing.
+# and the files match the source's checksums); a token the source can no longer
+# honour is discarded with a message; holds on both sides; break and resync;
+# scheduled cycles with retention on both sides; a wrong key, a diverged target
+# and a peer speaking another protocol are refused with one line and change
+# nothing. REPL_BENCH=SIZE runs the throughput measurement instead (see below).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -278,6 +280,23 @@ listed=$(CA replication list -H -p r1)
 IFS=$'\t' read -r name src dst state lag last bytes rate <<<"$listed"
 assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"
 ((lag < 60 && bytes > 0 && rate > 0)) || fail "list: lag $lag bytes $bytes rate $rate"
+
+note "a resume token the source can no longer honour is discarded with a message"
+head -c 48M /dev/urandom >"$SRC/big4"
+sync
+CA replication run r1 >/dev/null 2>&1 &
+run_pid=$!
+wait_token
+kill9_node A
+wait "$run_pid" 2>/dev/null || true
+start_node A "$NSA"
+cut=$(CA list -H -t snapshot -o name tank/src | tail -n 1)
+assert_ok CA destroy -f "$cut"
+out=$(assert_ok CA replication run r1 2>&1)
+assert_contains "$out" "discarded the target's resume token: its snapshot '$cut' no longer exists" "stale token"
+assert_contains "$(CA replication list -H -v r1)" "discarded the target's resume token" "list -v shows it"
+assert_eq "$(token_b)" "-" "no token left"
+same_as_source big4 small
 
 note "holds: the newest common snapshot is held on both sides"
 newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
