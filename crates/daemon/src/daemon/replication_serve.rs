@@ -5,7 +5,8 @@
 //! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
-//! keep}`, `rollback {fs, snap}` (resync: destroys the newer snapshots). An unpaired
+//! keep}`, `rollback {fs, snap}` (resync: destroys the newer snapshots; only
+//! to a snapshot a relationship holds). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -315,7 +316,20 @@ impl Daemon {
                 let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
                 let full = format!("{fs}@{snap}");
                 super::snapshots::split_snapshot_name(&full)?;
-                self.ds_store(&fs)?.rollback(&full, true).map_err(se)?;
+                let store = self.ds_store(&fs)?;
+                // Only a relationship's common snapshot (held by it) may be
+                // rolled back to: a peer cannot roll back other datasets.
+                if !store
+                    .holds(&full)
+                    .map_err(se)?
+                    .iter()
+                    .any(|t| t.starts_with("repl:"))
+                {
+                    return Err(format!(
+                        "'{full}' is not the common snapshot of a replication relationship: refusing to roll back to it"
+                    ));
+                }
+                store.rollback(&full, true).map_err(se)?;
                 log(format!(
                     "replication: rolled '{fs}' back to '{full}' (resync)"
                 ));
