@@ -142,6 +142,23 @@ wait_token() {
     fail "no resume token on the target within 15 s"
 }
 
+# kill_mid_transfer NODE SECS: start a cycle of r1, kill -9 NODE SECS after the
+# target shows a resume token (a checkpoint), and start NODE again.
+kill_mid_transfer() {
+    local run_pid
+    CA replication run r1 >/dev/null 2>&1 &
+    run_pid=$!
+    wait_token
+    sleep "$2"
+    kill9_node "$1"
+    wait "$run_pid" 2>/dev/null || true
+    if [[ $1 == B ]]; then
+        start_node B "$NSB" --replication "$TARGET"
+    else
+        start_node A "$NSA"
+    fi
+}
+
 note "pairing: a one-time token; wrong or reused tokens and non-replication peers are refused"
 tok=$(assert_ok CB replication pair)
 assert_fails CA replication pair "$TARGET" 0123456789abcdef0123456789abcdef
@@ -226,13 +243,7 @@ assert_fails CA replication create r2 --source tank/src --target "nohost/tank/x"
 assert_fails CA replication create r2 --source tank/nope --target "$TARGET/tank/x"
 
 note "kill -9 of the sender in the middle of the first (full) transfer (at ${SECONDS}s)"
-CA replication run r1 >/dev/null 2>&1 &
-run_pid=$!
-wait_token
-sleep 0.5
-kill9_node A
-wait "$run_pid" 2>/dev/null || true
-start_node A "$NSA"
+kill_mid_transfer A 0.5
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the sender"
 assert_eq "$(token_b)" "-" "no token after the resumed cycle"
@@ -241,13 +252,8 @@ same_as_source big1 small
 note "kill -9 of the receiver in the middle of an increment (at ${SECONDS}s)"
 head -c 64M /dev/urandom >"$SRC/big2"
 sync
-CA replication run r1 >/dev/null 2>&1 &
-run_pid=$!
-wait_token
-sleep 1 # the token shows before its txg is on disk; let it land
-kill9_node B
-wait "$run_pid" 2>/dev/null || true
-start_node B "$NSB" --replication "$TARGET"
+# (The token shows before its txg is on disk: let it land before the kill.)
+kill_mid_transfer B 1
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the receiver"
 same_as_source big2 small
@@ -284,12 +290,7 @@ assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"
 note "a resume token the source can no longer honour is discarded with a message"
 head -c 48M /dev/urandom >"$SRC/big4"
 sync
-CA replication run r1 >/dev/null 2>&1 &
-run_pid=$!
-wait_token
-kill9_node A
-wait "$run_pid" 2>/dev/null || true
-start_node A "$NSA"
+kill_mid_transfer A 0
 cut=$(CA list -H -t snapshot -o name tank/src | tail -n 1)
 assert_ok CA destroy -f "$cut"
 out=$(assert_ok CA replication run r1 2>&1)
