@@ -33,6 +33,8 @@ chromium         test
 chromium-driver  test
 bash-completion  test
 systemd          test
+# tests/e2e/test_replication.sh: the raw-pipe baseline of REPL_BENCH (send | socat).
+socat            test
 # The QEMU guest of tests/guest (the kernel NFS, NBD and iSCSI clients) and the
 # peer servers of tests/e2e/test_guest_clients.sh. qemu-system-x86 is deliberately
 # not here: Debian 12 qemu-system-x86 7.2 Breaks the qemu-utils 10.0 this machine has, so

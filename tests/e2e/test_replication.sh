@@ -5,9 +5,11 @@
 # with a one-time token; a relationship whose cycles survive a kill -9 of the
 # sender, a kill -9 of the receiver and an `ip link set down` of the veth, each
 # in the middle of a transfer (the next cycle resumes from the receiver's token
-# and the files match the source's checksums); scheduled cycles with retention
-# on both sides; a wrong key, a diverged target and a peer speaking another
-# protocol are refused with one line and change nothing.
+# and the files match the source's checksums); a token the source can no longer
+# honour is discarded with a message; holds on both sides; break and resync;
+# scheduled cycles with retention on both sides; a wrong key, a diverged target
+# and a peer speaking another protocol are refused with one line and change
+# nothing. REPL_BENCH=SIZE runs the throughput measurement instead (see below).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -140,6 +142,23 @@ wait_token() {
     fail "no resume token on the target within 15 s"
 }
 
+# kill_mid_transfer NODE SECS: start a cycle of r1, kill -9 NODE SECS after the
+# target shows a resume token (a checkpoint), and start NODE again.
+kill_mid_transfer() {
+    local run_pid
+    CA replication run r1 >/dev/null 2>&1 &
+    run_pid=$!
+    wait_token
+    sleep "$2"
+    kill9_node "$1"
+    wait "$run_pid" 2>/dev/null || true
+    if [[ $1 == B ]]; then
+        start_node B "$NSB" --replication "$TARGET"
+    else
+        start_node A "$NSA"
+    fi
+}
+
 note "pairing: a one-time token; wrong or reused tokens and non-replication peers are refused"
 tok=$(assert_ok CB replication pair)
 assert_fails CA replication pair "$TARGET" 0123456789abcdef0123456789abcdef
@@ -151,6 +170,69 @@ keyB=$(CA replication peers -H | cut -f1)
 [[ ${#keyB} == 64 ]] || fail "no pinned key for B: $keyB"
 assert_eq "$(CB replication peers -H | wc -l)" 1 "B pinned A"
 
+# REPL_BENCH=SIZE (e.g. 1G): instead of the tests, measure a full transfer of
+# SIZE over the veth, replication against `send | socat` / `socat | receive` on
+# the same link, alternating, two rounds; then an increment with 1% of the
+# records rewritten (bytes sent against bytes changed).
+calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+# pipe_secs RECEIVE-ARGS...: seconds of `send tank/bench@full | socat` on A into
+# `socat | receive RECEIVE-ARGS` on B.
+pipe_secs() {
+    local recv t0
+    nsenter --net="/run/netns/$NSB" socat -u TCP-LISTEN:7490,reuseaddr STDOUT |
+        CB receive "$@" &
+    recv=$!
+    sleep 0.3
+    t0=$(date +%s.%N)
+    CA send tank/bench@full | nsenter --net="/run/netns/$NSA" socat -u STDIN "TCP:$IPB:7490"
+    wait "$recv"
+    calc "$(date +%s.%N) - $t0"
+}
+if [[ -n ${REPL_BENCH:-} ]]; then
+    assert_ok CA create -o recordsize=128K tank/bench
+    mkdir -p "$T/bench"
+    assert_ok CA mount tank/bench "$T/bench"
+    head -c "$REPL_BENCH" /dev/urandom >"$T/bench/data"
+    sync
+    assert_ok CA snapshot tank/bench@full
+    bytes=$(stat -c %s "$T/bench/data")
+    assert_ok CA replication create rb --source tank/bench --target "$TARGET/tank/rb" --keep "" --paused
+    for round in 1 2; do
+        pipe=$(pipe_secs tank/raw)
+        # The same into a resumable receive (checkpoints every 32 MiB), as
+        # replication's receive always is.
+        pipes=$(pipe_secs -s tank/raws)
+        t2=$(date +%s.%N)
+        assert_ok CA replication run rb >/dev/null
+        t3=$(date +%s.%N)
+        repl=$(calc "$t3 - $t2")
+        note "round $round: $bytes bytes: send|socat|receive ${pipe}s ($(calc "$bytes / $pipe / 1048576") MiB/s), the same into receive -s ${pipes}s ($(calc "$bytes / $pipes / 1048576") MiB/s), replication ${repl}s ($(calc "$bytes / $repl / 1048576") MiB/s); replication/pipe throughput $(calc "$pipe / $repl")x, replication/pipe-into-receive-s $(calc "$pipes / $repl")x"
+        assert_ok CB destroy -r tank/raws
+        assert_ok CB destroy -r tank/raw
+        assert_ok CA replication destroy rb
+        assert_ok CB destroy -f "$(CB list -H -t snapshot -o name tank/rb | tail -n 1)"
+        assert_ok CB destroy -r tank/rb
+        for s in $(CA list -H -t snapshot -o name tank/bench | grep repl-); do assert_ok CA destroy -f "$s"; done
+        assert_ok CA replication create rb --source tank/bench --target "$TARGET/tank/rb" --keep "" --paused
+    done
+    assert_ok CA replication run rb >/dev/null
+    records=$((bytes / 131072))
+    n=$((records / 100))
+    for ((i = 0; i < n; i++)); do
+        dd if=/dev/urandom of="$T/bench/data" bs=128K count=1 seek=$(((RANDOM * 32768 + RANDOM) % records)) conv=notrunc status=none 2>/dev/null || true
+    done
+    sync
+    t0=$(date +%s.%N)
+    out=$(assert_ok CA replication run rb)
+    t1=$(date +%s.%N)
+    sent=$(CA replication list -H -p rb | cut -f7)
+    note "increment, $n of $records records rewritten ($((n * 131072)) bytes): sent $sent bytes ($(calc "$sent / ($n * 131072)")x the changed data) in $(calc "$t1 - $t0")s: $out"
+    assert_ok CA unmount tank/bench
+    stop_node A
+    stop_node B
+    exit 0
+fi
+
 head -c 96M /dev/urandom >"$SRC/big1"
 seq 1 200000 >"$SRC/small"
 sync
@@ -161,13 +243,7 @@ assert_fails CA replication create r2 --source tank/src --target "nohost/tank/x"
 assert_fails CA replication create r2 --source tank/nope --target "$TARGET/tank/x"
 
 note "kill -9 of the sender in the middle of the first (full) transfer (at ${SECONDS}s)"
-CA replication run r1 >/dev/null 2>&1 &
-run_pid=$!
-wait_token
-sleep 0.5
-kill9_node A
-wait "$run_pid" 2>/dev/null || true
-start_node A "$NSA"
+kill_mid_transfer A 0.5
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the sender"
 assert_eq "$(token_b)" "-" "no token after the resumed cycle"
@@ -176,13 +252,8 @@ same_as_source big1 small
 note "kill -9 of the receiver in the middle of an increment (at ${SECONDS}s)"
 head -c 64M /dev/urandom >"$SRC/big2"
 sync
-CA replication run r1 >/dev/null 2>&1 &
-run_pid=$!
-wait_token
-sleep 1 # the token shows before its txg is on disk; let it land
-kill9_node B
-wait "$run_pid" 2>/dev/null || true
-start_node B "$NSB" --replication "$TARGET"
+# (The token shows before its txg is on disk: let it land before the kill.)
+kill_mid_transfer B 1
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the receiver"
 same_as_source big2 small
@@ -216,6 +287,18 @@ IFS=$'\t' read -r name src dst state lag last bytes rate <<<"$listed"
 assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"
 ((lag < 60 && bytes > 0 && rate > 0)) || fail "list: lag $lag bytes $bytes rate $rate"
 
+note "a resume token the source can no longer honour is discarded with a message"
+head -c 48M /dev/urandom >"$SRC/big4"
+sync
+kill_mid_transfer A 0
+cut=$(CA list -H -t snapshot -o name tank/src | tail -n 1)
+assert_ok CA destroy -f "$cut"
+out=$(assert_ok CA replication run r1 2>&1)
+assert_contains "$out" "discarded the target's resume token: its snapshot '$cut' no longer exists" "stale token"
+assert_contains "$(CA replication list -H -v r1)" "discarded the target's resume token" "list -v shows it"
+assert_eq "$(token_b)" "-" "no token left"
+same_as_source big4 small
+
 note "holds: the newest common snapshot is held on both sides"
 newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
 assert_eq "$(CB holds -H "$newest" | cut -f2)" "repl:r1" "target hold"
@@ -232,6 +315,24 @@ assert_eq "$(CB list -H -t snapshot -o name tank/dst)" "$before" "nothing change
 assert_contains "$(CA replication list -H r1)" "error" "state after a refused cycle"
 assert_ok CB destroy tank/dst@mine
 assert_ok CA replication run r1
+
+note "break: the target is used on its own; resync lists what it destroys, refuses without -f"
+assert_ok CA replication break r1
+assert_eq "$(CA replication list -H r1 | cut -f4)" "broken" "state after break"
+assert_fails CA replication run r1
+assert_contains "$LAST_STDERR" "broken off" "run of a broken relationship"
+assert_ok CB mount tank/dst "$T/dst"
+echo "written after the break" >"$T/dst/failover"
+assert_ok CB unmount tank/dst
+assert_ok CB snapshot tank/dst@after-break
+assert_fails CA replication resync r1
+assert_contains "$LAST_STDERR" "tank/dst@after-break" "resync names what it would destroy"
+assert_contains "$(CB list -H -t snapshot -o name tank/dst)" "tank/dst@after-break" "refused resync kept it"
+out=$(assert_ok CA replication resync -f r1)
+assert_contains "$out" "destroyed: tank/dst@after-break" "resync -f"
+[[ $(CB list -H -t snapshot -o name tank/dst) != *after-break* ]] || fail "resync -f kept tank/dst@after-break"
+assert_ok CA replication run r1 >/dev/null
+same_as_source big3 small
 
 note "a key that is not paired is refused by the listener; nothing changes"
 start_node C "$NSA"

@@ -46,6 +46,9 @@ pub enum ReplicationCmd {
         /// The target pulls (not supported yet)
         #[arg(long)]
         pull: bool,
+        /// Create it paused (no cycle until `resume` or `run`)
+        #[arg(long)]
+        paused: bool,
     },
     /// List relationships: NAME SOURCE TARGET STATE LAG LAST-SYNC BYTES RATE
     List {
@@ -66,6 +69,16 @@ pub enum ReplicationCmd {
     Pause { name: String },
     /// Schedule cycles again
     Resume { name: String },
+    /// Break off: no more cycles; the target stays usable on its own
+    Break { name: String },
+    /// Roll the target back to the newest common snapshot and resume cycles
+    /// (lists what that destroys; refuses without -f if anything would be lost)
+    Resync {
+        /// Destroy what the target has of its own since the common snapshot
+        #[arg(short = 'f')]
+        force: bool,
+        name: String,
+    },
     /// Forget a relationship (its snapshots stay; its holds here are released)
     Destroy { name: String },
 }
@@ -189,6 +202,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             keep,
             bwlimit,
             pull,
+            paused,
         } => {
             if pull {
                 return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
@@ -197,7 +211,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 "repl.create",
                 json!({
                     "name": name, "source": source, "target": target,
-                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit,
+                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit, "paused": paused,
                 }),
             )?;
             Ok(())
@@ -225,6 +239,26 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
         ReplicationCmd::Pause { name } => simple(ctx, "repl.pause", &name),
         ReplicationCmd::Resume { name } => simple(ctx, "repl.resume", &name),
         ReplicationCmd::Destroy { name } => simple(ctx, "repl.destroy", &name),
+        ReplicationCmd::Break { name } => {
+            let r = ctx.call("repl.break", json!({ "name": name }))?;
+            println!(
+                "replication {name} broken off: {} is no longer updated and can be used on its own (its last replicated snapshot: {}); `replication resync {name}` rolls it back and resumes",
+                r["target"].as_str().unwrap_or("?"),
+                r["last_snapshot"].as_str().unwrap_or("none")
+            );
+            Ok(())
+        }
+        ReplicationCmd::Resync { force, name } => {
+            let r = ctx.call("repl.resync", json!({ "name": name, "force": force }))?;
+            for d in r["destroyed"].as_array().into_iter().flatten() {
+                println!("destroyed: {}", d.as_str().unwrap_or("?"));
+            }
+            println!(
+                "replication {name} resynced from {}",
+                r["common"].as_str().unwrap_or("(the target did not exist)")
+            );
+            Ok(())
+        }
     }
 }
 

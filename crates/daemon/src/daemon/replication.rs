@@ -256,13 +256,17 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.peers", &[]),
     (
         "repl.create",
-        &["name", "source", "target", "schedule", "keep", "bwlimit"],
+        &[
+            "name", "source", "target", "schedule", "keep", "bwlimit", "paused",
+        ],
     ),
     ("repl.list", &["name"]),
     ("repl.run", &["name"]),
     ("repl.pause", &["name"]),
     ("repl.resume", &["name"]),
     ("repl.destroy", &["name"]),
+    ("repl.break", &["name"]),
+    ("repl.resync", &["name", "force"]),
 ];
 
 impl Daemon {
@@ -290,6 +294,8 @@ impl Daemon {
                 Ok(Value::Null)
             }
             "repl.destroy" => self.repl_destroy(&a.str("name")?),
+            "repl.break" => self.repl_break(&a.str("name")?),
+            "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             _ => Err(format!("unknown operation '{op}'")),
         }
     }
@@ -324,7 +330,7 @@ impl Daemon {
             schedule,
             keep,
             bwlimit,
-            paused: false,
+            paused: a.bool("paused")?,
             broken: false,
             status: Default::default(),
         };

@@ -200,6 +200,91 @@ impl Daemon {
         })
     }
 
+    /// `replication break NAME`: no more cycles; the target stays as it is,
+    /// usable on its own, and the holds stay so `resync` finds the common
+    /// snapshot.
+    pub(super) fn repl_break(&self, name: &str) -> OpResult {
+        let lock = self.replication.cycle_lock(name);
+        let _cycle = lock.lock();
+        let rel = self.replication.update(name, |x| {
+            x.broken = true;
+            Ok(x.clone())
+        })?;
+        log(format!("replication {name}: broken off"));
+        Ok(json!({ "target": rel.target(), "last_snapshot": rel.status.last_snapshot }))
+    }
+
+    /// `replication resync NAME [-f]`: roll the target back to the newest
+    /// common snapshot and resume cycles. What that would destroy (the
+    /// target's newer snapshots, its changes since) is listed, and without
+    /// `force` nothing is destroyed.
+    pub(super) fn repl_resync(&self, name: &str, force: bool) -> OpResult {
+        let lock = self.replication.cycle_lock(name);
+        let _cycle = lock.lock();
+        let rel = self.replication.get(name)?;
+        let ctx = |e: String| format!("replication {name}: {e}");
+        let store = self.ds_store(&rel.source).map_err(ctx)?;
+        let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
+        let st = link
+            .request(&json!({ "op": "state", "fs": rel.target_fs }))
+            .map_err(ctx)?;
+        let mut lost = Vec::new();
+        let mut common = None;
+        if st["exists"].as_bool().unwrap_or(false) {
+            let src: Vec<u64> = store
+                .snapshot_names(&rel.source)
+                .map_err(se)?
+                .iter()
+                .filter_map(|n| store.snapshot_guid(&format!("{}@{n}", rel.source)).ok())
+                .collect();
+            for s in st["snapshots"].as_array().into_iter().flatten() {
+                let n = s["name"].as_str().unwrap_or("?");
+                if src.contains(&s["guid"].as_u64().unwrap_or(0)) {
+                    common = Some(n.to_string());
+                    lost.clear();
+                } else {
+                    lost.push(format!("{}@{n}", rel.target_fs));
+                }
+            }
+            let Some(c) = &common else {
+                return Err(ctx(format!(
+                    "target {} has no snapshot in common with '{}': nothing to roll back to; destroy the target filesystem to start over",
+                    rel.target(),
+                    rel.source
+                )));
+            };
+            let written = st["written"].as_u64().unwrap_or(0);
+            if written > 0 {
+                lost.push(format!(
+                    "{} bytes written to {} since '{}@{c}'",
+                    written, rel.target_fs, rel.target_fs
+                ));
+            }
+            if !lost.is_empty() && !force {
+                return Err(ctx(format!(
+                    "resync would destroy on {}: {}; run `cachalot replication resync -f {name}` to roll it back",
+                    rel.target_addr,
+                    lost.join(", ")
+                )));
+            }
+            if !lost.is_empty() {
+                link.request(&json!({ "op": "rollback", "fs": rel.target_fs, "snap": c }))
+                    .map_err(ctx)?;
+            }
+        }
+        self.replication.update(name, |x| {
+            x.broken = false;
+            x.status.last_error = None;
+            Ok(())
+        })?;
+        log(format!(
+            "replication {name}: resynced (rolled back to {:?}, lost: {})",
+            common,
+            lost.join(", ")
+        ));
+        Ok(json!({ "common": common, "destroyed": lost }))
+    }
+
     /// Run due cycles in the background until the daemon shuts down.
     pub fn start_replication_scheduler(self: &Arc<Self>) -> std::io::Result<()> {
         let d = self.clone();

@@ -3,8 +3,10 @@
 //! filesystem, the hold of the newest common snapshot, retention).
 //!
 //! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
-//! stream), `abort {fs}`, `hold {snapshot, tag}` (holds it, releases the tag
-//! everywhere else in the filesystem), `prune {fs, name, keep}`. An unpaired
+//! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
+//! relationship's tag everywhere else in the filesystem), `prune {fs, name,
+//! keep}`, `rollback {fs, snap}` (resync: destroys the newer snapshots; only
+//! to a snapshot a relationship holds). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -308,6 +310,30 @@ impl Daemon {
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
                 let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
                 Ok(json!({ "destroyed": gone }))
+            }
+            "rollback" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
+                let full = format!("{fs}@{snap}");
+                super::snapshots::split_snapshot_name(&full)?;
+                let store = self.ds_store(&fs)?;
+                // Only a relationship's common snapshot (held by it) may be
+                // rolled back to: a peer cannot roll back other datasets.
+                if !store
+                    .holds(&full)
+                    .map_err(se)?
+                    .iter()
+                    .any(|t| t.starts_with("repl:"))
+                {
+                    return Err(format!(
+                        "'{full}' is not the common snapshot of a replication relationship: refusing to roll back to it"
+                    ));
+                }
+                store.rollback(&full, true).map_err(se)?;
+                log(format!(
+                    "replication: rolled '{fs}' back to '{full}' (resync)"
+                ));
+                Ok(Value::Null)
             }
             _ => Err(format!("unknown replication request '{op:.40}'")),
         }
