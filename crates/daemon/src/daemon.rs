@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod analytics;
+mod failclosed;
 mod filesystems;
 pub mod iscsi;
 mod mounts;
@@ -101,6 +102,8 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.add", &["name", "vdevs", "size", "force"]),
     ("pool.replace", &["name", "old", "new", "size", "force"]),
     ("pool.sync", &["name"]),
+    ("pool.clear", &["name"]),
+    ("debug.panic", &["name", "at"]),
     (
         "debug.inject",
         &["name", "device", "ops", "kind", "rate", "clear"],
@@ -310,7 +313,13 @@ impl Daemon {
         }
         match guarded(&req.op, || self.dispatch(req)) {
             Ok(v) => Response::ok(v),
-            Err(e) => Response::err(e),
+            Err(e) => {
+                // A caught panic (see `guarded`): fail closed.
+                if e.starts_with("internal error in ") {
+                    self.fail_closed(req, &e);
+                }
+                Response::err(e)
+            }
         }
     }
 
@@ -337,6 +346,8 @@ impl Daemon {
             "pool.replace" => self.pool_replace(&a),
             "debug.inject" => self.debug_inject(&a),
             "pool.sync" => self.pool_sync(&a),
+            "pool.clear" => self.pool_clear(&a),
+            "debug.panic" => self.debug_panic(&a),
             "ds.create" => self.ds_create(&a),
             "ds.destroy" => self.ds_destroy(&a),
             "ds.list" => self.ds_list(&a),
