@@ -348,6 +348,13 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             )
             .map(drop),
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
+        PoolCmd::Clear { pool } => {
+            let r = ctx.call("pool.clear", json!({ "name": pool }))?;
+            if r["reimported"].as_bool() == Some(false) {
+                println!("pool '{pool}' is not suspended: nothing to clear");
+            }
+            Ok(())
+        }
     }
 }
 

@@ -73,6 +73,13 @@ pub enum DebugCmd {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
         rate: Option<u64>,
     },
+    /// Plant a panic (needs `serve --allow-fault-injection`): in the pool's next
+    /// commit, or in this request's handler
+    Panic {
+        pool: String,
+        #[arg(value_parser = ["commit", "request"])]
+        at: String,
+    },
     /// Print an object's size
     Size { ds: String, obj: u64 },
     /// List object ids, one per line
@@ -140,6 +147,9 @@ pub fn run(ctx: &mut Ctx, cmd: DebugCmd) -> CmdResult {
         }
         DebugCmd::Delete { ds, obj } => {
             ctx.call("obj.delete", json!({"ds": ds, "obj": obj}))?;
+        }
+        DebugCmd::Panic { pool, at } => {
+            ctx.call("debug.panic", json!({"name": pool, "at": at}))?;
         }
         DebugCmd::Size { ds, obj } => {
             let r = ctx.call("obj.size", json!({"ds": ds, "obj": obj}))?;

@@ -272,6 +272,9 @@ pub enum PoolCmd {
     /// Commit a transaction group now
     #[command(hide = true)]
     Sync { pool: String },
+    /// Bring a SUSPENDED pool back: re-import it from its last committed state
+    /// and intent log, and restore its mounts (once the cause is fixed)
+    Clear { pool: String },
 }
 
 #[derive(Args, Debug)]

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 pub mod analytics;
 mod devices;
+mod failclosed;
 mod filesystems;
 pub mod iscsi;
 mod mounts;
@@ -113,6 +114,8 @@ pub const OPS: &[(&str, &[&str])] = &[
     ("pool.offline", &["name", "device"]),
     ("pool.online", &["name", "device"]),
     ("pool.sync", &["name"]),
+    ("pool.clear", &["name"]),
+    ("debug.panic", &["name", "at"]),
     (
         "debug.inject",
         &["name", "device", "ops", "kind", "rate", "clear"],
@@ -330,7 +333,13 @@ impl Daemon {
         }
         match guarded(&req.op, || self.dispatch(req)) {
             Ok(v) => Response::ok(v),
-            Err(e) => Response::err(e),
+            Err(e) => {
+                // A caught panic (see `guarded`): fail closed.
+                if e.starts_with("internal error in ") {
+                    self.fail_closed(req, &e);
+                }
+                Response::err(e)
+            }
         }
     }
 
@@ -365,6 +374,8 @@ impl Daemon {
             "pool.online" => self.pool_offline(&a, true),
             "debug.inject" => self.debug_inject(&a),
             "pool.sync" => self.pool_sync(&a),
+            "pool.clear" => self.pool_clear(&a),
+            "debug.panic" => self.debug_panic(&a),
             "ds.create" => self.ds_create(&a),
             "ds.destroy" => self.ds_destroy(&a),
             "ds.list" => self.ds_list(&a),

@@ -56,6 +56,10 @@ const OPS: &[&str] = &[
     "write",
     "write",
     "write",
+    "write",
+    "write",
+    "write",
+    "write",
     "truncate",
     "truncate",
     "create_object",
@@ -65,6 +69,9 @@ const OPS: &[&str] = &[
     "read",
     "read",
     "read",
+    "fsync",
+    "fsync",
+    "fsync",
     "fsync",
     "fsync",
     "fsync",
@@ -79,6 +86,7 @@ const OPS: &[&str] = &[
     "send_receive",
     "send_receive",
     "export_import",
+    "power_cut",
     "power_cut",
     "power_cut",
     "fault",
@@ -332,10 +340,21 @@ impl Sim {
                 }
             }
             if step % 64 == 63 {
-                self.full_check("periodic check")?;
+                // A check's repairs write: an armed cut may fire in it.
+                let r = self.full_check("periodic check");
+                if self.devs[0].is_cut() {
+                    self.recover()?;
+                } else {
+                    r?;
+                }
             }
         }
         self.step = steps;
+        // The final checks commit: a cut still armed must not fire in them.
+        if self.cut_armed > 0 {
+            self.devs[0].cut_power_at_write(u64::MAX);
+            self.cut_armed = 0;
+        }
         self.full_check("final check")?;
         self.store
             .verify_blocks()
@@ -605,7 +624,7 @@ impl Sim {
     /// would do).
     fn tick(&mut self) -> R<()> {
         self.clock
-            .advance(Duration::from_millis(self.rng.below(6000)));
+            .advance(Duration::from_millis(self.rng.below(3000)));
         let r = self.check("step", self.store.step())?;
         if r.flatten().is_some() && !self.devs[0].is_cut() {
             self.stats.commits += 1;

@@ -189,7 +189,10 @@ impl Store {
     /// them again, from the same committed tree, in the same order (see the
     /// invariants of `cachalot_objects::zil`).
     pub(super) fn replay_logs(&self, committed_txg: u64) -> Result<()> {
-        let handles: Vec<Arc<Dataset>> = self.state.lock().handles.values().cloned().collect();
+        // In id order: a replay is a function of the pool (the simulator's
+        // same-seed-same-bytes test), not of a hash map's random order.
+        let mut handles: Vec<Arc<Dataset>> = self.state.lock().handles.values().cloned().collect();
+        handles.sort_by_key(|d| d.id());
         let mut any = false;
         for ds in handles {
             let r = ds.objset.replay_log(committed_txg)?;
