@@ -152,6 +152,13 @@ pub struct ServeArgs {
     /// NBD listen address (default 127.0.0.1:10809, "off" = no NBD; also home/nbd.sock)
     #[arg(long, value_name = "ADDR")]
     pub nbd: Option<String>,
+    /// TLS certificate (PEM) for HTTPS; default: HOME/tls/cert.pem, self-signed at
+    /// the first start. HTTPS is on when --http names an address other hosts can reach.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), with --tls-cert
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Accept `debug inject` (fault injection into pool devices: tests only)
     #[arg(long, hide = true)]
     pub allow_fault_injection: bool,
