@@ -172,7 +172,7 @@ pub fn run(cli: Cli) -> CmdResult {
 }
 
 fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
-    crate::http_addr::check_http_addr(&a.http)?;
+    let exposed = crate::http_addr::reachable_from_other_hosts(&a.http);
     let mut opts = cachalot_daemon::ServeOpts::default();
     let home = match &a.home {
         Some(h) => absolute(h)?,
@@ -200,6 +200,13 @@ fn serve(a: &ServeArgs, socket: &Option<PathBuf>) -> CmdResult {
     opts.analytics.retention.minutes = a.analytics_minutes as usize;
     opts.nbd = a.nbd.clone();
     opts.replication = a.replication.clone();
+    if exposed || a.tls_cert.is_some() {
+        let abs = |p: &Option<PathBuf>| p.as_deref().map(absolute).transpose();
+        opts.tls = Some(cachalot_daemon::api::tls::TlsOpts {
+            cert: abs(&a.tls_cert)?,
+            key: abs(&a.tls_key)?,
+        });
+    }
     cachalot_daemon::serve(opts).map_err(|e| format!("{e:#}"))
 }
 

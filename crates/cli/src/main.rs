@@ -164,6 +164,13 @@ pub struct ServeArgs {
     /// HOME/replication.addr); paired peers replicate into this appliance there
     #[arg(long, value_name = "ADDR")]
     pub replication: Option<String>,
+    /// TLS certificate (PEM) for HTTPS; default: HOME/tls/cert.pem, self-signed at
+    /// the first start. HTTPS is on when --http names an address other hosts can reach.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), with --tls-cert
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Accept `debug inject` (fault injection into pool devices: tests only)
     #[arg(long, hide = true)]
     pub allow_fault_injection: bool,

@@ -26,8 +26,13 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Bind `addr` and serve in a background thread; returns the bound address.
-pub fn start_http(addr: &str, daemon: Arc<Daemon>) -> anyhow::Result<SocketAddr> {
+/// Bind `addr` and serve in a background thread (HTTPS with `tls`); returns the
+/// bound address.
+pub fn start_http(
+    addr: &str,
+    daemon: Arc<Daemon>,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+) -> anyhow::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("http: cannot bind {addr}: {e}"))?;
     listener.set_nonblocking(true)?;
@@ -49,7 +54,14 @@ pub fn start_http(addr: &str, daemon: Arc<Daemon>) -> anyhow::Result<SocketAddr>
                         return;
                     }
                 };
-                if let Err(e) = axum::serve(l, router(daemon)).await {
+                let served = match tls {
+                    Some(cfg) => match crate::api::tls::TlsListener::new(l, cfg) {
+                        Ok(tl) => axum::serve(tl, router(daemon)).await,
+                        Err(e) => Err(e),
+                    },
+                    None => axum::serve(l, router(daemon)).await,
+                };
+                if let Err(e) = served {
                     eprintln!("cachalot: http server stopped: {e}");
                 }
             })

@@ -53,6 +53,9 @@ pub struct ServeOpts {
     /// Replication listener address (`serve --replication ADDR`); None = none
     /// (cycles of this appliance's own relationships run either way).
     pub replication: Option<String>,
+    /// Serve HTTPS (see [`api::tls`]); the CLI turns it on for an address other
+    /// hosts can reach.
+    pub tls: Option<api::tls::TlsOpts>,
 }
 
 impl Default for ServeOpts {
@@ -69,6 +72,7 @@ impl Default for ServeOpts {
             nbd: None,
             allow_fault_injection: false,
             replication: None,
+            tls: None,
         }
     }
 }
@@ -178,9 +182,15 @@ pub fn serve(opts: ServeOpts) -> anyhow::Result<()> {
     let addr_file = home.join("http.addr");
     let http = opts.http.trim();
     if !http.is_empty() && http != "none" && http != "off" {
-        match http::start_http(http, daemon.clone()) {
+        let started = match &opts.tls {
+            Some(t) => api::tls::server_config(&home, t)
+                .and_then(|cfg| http::start_http(http, daemon.clone(), Some(cfg))),
+            None => http::start_http(http, daemon.clone(), None),
+        };
+        match started {
             Ok(addr) => {
-                eprintln!("http listening on {addr}");
+                let scheme = if opts.tls.is_some() { "https" } else { "http" };
+                eprintln!("{scheme} listening on {addr}");
                 if let Err(e) =
                     state::write_atomic(&addr_file, format!("{addr}\n").as_bytes(), 0o644)
                 {

@@ -15,6 +15,7 @@ pub mod fuzz;
 pub mod jobs;
 pub mod requests;
 pub mod routes;
+pub mod tls;
 pub mod tokens;
 
 #[cfg(test)]
