@@ -91,18 +91,18 @@ pub const CATALOG: &[StatInfo] = &[
         about: "bytes read and written over NFS",
     },
     StatInfo {
-        name: "nfs.ops",
-        dims: &["client", "share", "op", "file"],
-        unit: "ops",
-        timed: true,
-        about: "NFS requests (share = dataset, file = path within it, or #object)",
-    },
-    StatInfo {
         name: "nfs.locks",
         dims: &["client", "event"],
         unit: "events",
         timed: false,
         about: "NFSv4.1 lock events: grant, conflict, reclaim, expired (a lease ran out)",
+    },
+    StatInfo {
+        name: "nfs.ops",
+        dims: &["client", "share", "op", "file"],
+        unit: "ops",
+        timed: true,
+        about: "NFS requests (share = dataset, file = path within it, or #object)",
     },
     StatInfo {
         name: "objects.ops",
