@@ -77,6 +77,17 @@ pub struct DatasetRecord {
     /// The origin snapshot's txg (0 for a dataset that is not a clone).
     #[serde(default)]
     pub origin_txg: u64,
+    /// The head's root is still its snapshot's, as a rollback left it, until the
+    /// head writes a root of its own. The intent log header in that root is the
+    /// one the head had when the snapshot was taken: its blocks were freed since
+    /// and may hold other data, so an import must neither claim nor replay them
+    /// (it opens the head with a fresh log).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub root_from_snapshot: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl DatasetRecord {
@@ -105,6 +116,7 @@ impl DatasetRecord {
             snapshots: vec![],
             origin: None,
             origin_txg: 0,
+            root_from_snapshot: false,
         }
     }
 }

@@ -327,17 +327,29 @@ impl ObjectSet {
         root: &BlkPtr,
         txg: u64,
     ) -> Result<Self> {
+        let fresh = ObjectSet::open_ignoring_log(cache, props, root, txg)?;
+        fresh.inner.lock().force_root = true;
+        Ok(fresh)
+    }
+
+    /// Open a root whose intent log header is not this object set's (a head a
+    /// rollback left at its snapshot's root): the header is neither replayed nor
+    /// claimed, and the log starts afresh. Unlike `open_fresh_log` the root is not
+    /// rewritten for that alone: it is when the object set changes or its new log
+    /// records a header.
+    pub fn open_ignoring_log(
+        cache: Arc<BlockCache>,
+        props: ObjsetProps,
+        root: &BlkPtr,
+        txg: u64,
+    ) -> Result<Self> {
         let os = ObjectSet::open(cache.clone(), props, root, txg)?;
         let fresh = ObjectSet {
             zil: Zil::new(cache.pool.clone(), ZilHeader::default()),
             incompressible: CompressionProbe::default(),
             ..os
         };
-        {
-            let mut inner = fresh.inner.lock();
-            inner.zil_header = ZilHeader::default();
-            inner.force_root = true;
-        }
+        fresh.inner.lock().zil_header = ZilHeader::default();
         Ok(fresh)
     }
 

@@ -270,12 +270,15 @@ impl Store {
             panic_next_commit: AtomicBool::new(false),
         });
         for rec in catalog.datasets.values() {
-            let os = ObjectSet::open(
-                store.cache.clone(),
-                resolve_objset_props(&catalog, rec.id),
-                &rec.objset,
-                txg,
-            )?;
+            let props = resolve_objset_props(&catalog, rec.id);
+            // A head committed by a rollback still has its snapshot's root, whose
+            // intent log header names blocks freed since (maybe reused): never
+            // claim or replay them; the head's log starts afresh.
+            let os = if rec.root_from_snapshot {
+                ObjectSet::open_ignoring_log(store.cache.clone(), props, &rec.objset, txg)?
+            } else {
+                ObjectSet::open(store.cache.clone(), props, &rec.objset, txg)?
+            };
             handles.insert(
                 rec.id,
                 Arc::new(Dataset::new(

@@ -330,6 +330,10 @@ impl Store {
                 .datasets
                 .get_mut(&ds.id)
                 .expect("record of a synced dataset");
+            if root != r.objset {
+                // A root of the head's own, with its own intent log header.
+                r.root_from_snapshot = false;
+            }
             r.objset = root;
             r.acct = acct.into();
             r.deadlist_bytes +=
@@ -408,6 +412,7 @@ impl Store {
         for (id, r) in &cat.datasets {
             if let Some(live) = st.catalog.datasets.get_mut(id) {
                 live.objset = r.objset;
+                live.root_from_snapshot = r.root_from_snapshot;
                 live.acct = r.acct;
                 live.prev_snap_txg = r.prev_snap_txg;
                 live.deadlist = r.deadlist;
