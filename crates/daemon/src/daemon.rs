@@ -498,6 +498,25 @@ impl Daemon {
         out
     }
 
+    /// `check_devices_free` for one new disk (a replacement, an attached mirror child).
+    fn check_device_free(&self, path: &Path) -> Result<(), String> {
+        self.check_devices_free(&[VdevSpec {
+            kind: cachalot_pool::VdevKind::Disk,
+            paths: vec![path.to_path_buf()],
+            log: false,
+        }])
+    }
+
+    /// Options for a device joining an existing pool (add, replace, attach): the
+    /// pool's own ashift, with `size` and `force` from the request.
+    fn joining_device_opts(store: &Store, a: &Args) -> Result<CreateOpts, String> {
+        Ok(CreateOpts {
+            ashift: store.pool().config().ashift,
+            create_size: a.opt_size("size")?,
+            force: a.bool("force")?,
+        })
+    }
+
     fn check_devices_free(&self, specs: &[VdevSpec]) -> Result<(), String> {
         let used = self.devices_in_use();
         for p in specs.iter().flat_map(|s| s.paths.iter()) {
@@ -841,11 +860,7 @@ impl Daemon {
         let _g = self.admin.lock();
         let store = self.store(&name)?;
         let (specs, spares) = self.parse_vdevs(a)?;
-        let copts = CreateOpts {
-            ashift: store.pool().config().ashift,
-            create_size: a.opt_size("size")?,
-            force: a.bool("force")?,
-        };
+        let copts = Self::joining_device_opts(&store, a)?;
         if !specs.is_empty() {
             store.add_vdevs(&specs, &copts).map_err(se)?;
         }
@@ -883,17 +898,9 @@ impl Daemon {
         // A spare of this pool may be named by hand, as zpool allows.
         let spare = store.pool().spare_paths().contains(&canon(&new));
         if in_place.is_none() && !spare {
-            self.check_devices_free(&[VdevSpec {
-                kind: cachalot_pool::VdevKind::Disk,
-                paths: vec![new.clone()],
-                log: false,
-            }])?;
+            self.check_device_free(&new)?;
         }
-        let copts = CreateOpts {
-            ashift: store.pool().config().ashift,
-            create_size: a.opt_size("size")?,
-            force: a.bool("force")?,
-        };
+        let copts = Self::joining_device_opts(&store, a)?;
         store.replace_device(&old, &new, &copts).map_err(se)?;
         if let Some(slot) = self.pools.write().get_mut(&name) {
             slot.record.devices = store.pool().device_paths();

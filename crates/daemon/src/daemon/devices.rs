@@ -7,7 +7,6 @@
 
 use super::{log, se, Daemon, OpResult};
 use crate::proto::Args;
-use cachalot_pool::{CreateOpts, VdevKind, VdevSpec};
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -29,16 +28,8 @@ impl Daemon {
         let new = PathBuf::from(a.str("new")?);
         let _g = self.admin.lock();
         let store = self.store(&name)?;
-        self.check_devices_free(&[VdevSpec {
-            kind: VdevKind::Disk,
-            paths: vec![new.clone()],
-            log: false,
-        }])?;
-        let copts = CreateOpts {
-            ashift: store.pool().config().ashift,
-            create_size: a.opt_size("size")?,
-            force: a.bool("force")?,
-        };
+        self.check_device_free(&new)?;
+        let copts = Daemon::joining_device_opts(&store, a)?;
         store
             .change_devices(|p, next| p.attach_device(&dev, &new, &copts, next))
             .map_err(se)?;
