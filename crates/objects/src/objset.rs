@@ -120,6 +120,58 @@ struct ObjState {
     dirty: bool,
     deleted: bool,
     syncing_deleted: bool,
+    /// Allocated size under `phys` of blocks that are dirty in memory, looked up
+    /// once per block for `allocated_bytes` (which every getattr calls: without
+    /// this memo an NFS WRITE reply walked the block tree once per dirty record).
+    /// Valid only for this `phys`: cleared whenever `phys` is replaced.
+    committed_asize: HashMap<u64, u64>,
+}
+
+/// The dirty blocks of an object as `allocated_bytes` counts them: the open
+/// layer over the syncing one, where syncing records at or past the open layer's
+/// truncation are gone, and `free_from` the lowest pending truncation.
+struct DirtyView<'a> {
+    open: &'a Layer,
+    syncing: Option<&'a Layer>,
+    open_ff: u64,
+    free_from: u64,
+}
+
+impl<'a> DirtyView<'a> {
+    fn of(st: &'a ObjState) -> Self {
+        let open_ff = st.open.free_from.unwrap_or(u64::MAX);
+        let syncing = st.syncing.as_deref();
+        let sync_ff = syncing.and_then(|sy| sy.free_from).unwrap_or(u64::MAX);
+        DirtyView {
+            open: &st.open,
+            syncing,
+            open_ff,
+            free_from: open_ff.min(sync_ff),
+        }
+    }
+
+    /// Each dirty block once, in no particular order.
+    fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        let open = self.open;
+        let from_syncing = self
+            .syncing
+            .into_iter()
+            .flat_map(|sy| sy.records.range(..self.open_ff))
+            .map(|(b, _)| *b)
+            .filter(move |b| !open.records.contains_key(b));
+        open.records.keys().copied().chain(from_syncing)
+    }
+
+    /// The newest in-memory length of block `b`, None if it is not dirty.
+    fn newest_len(&self, b: u64) -> Option<u64> {
+        if let Some(r) = self.open.records.get(&b) {
+            return Some(r.len() as u64);
+        }
+        self.syncing
+            .filter(|_| b < self.open_ff)
+            .and_then(|sy| sy.records.get(&b))
+            .map(|r| r.len() as u64)
+    }
 }
 
 impl ObjState {
@@ -136,6 +188,7 @@ impl ObjState {
             dirty: false,
             deleted: false,
             syncing_deleted: false,
+            committed_asize: HashMap::new(),
         }
     }
     fn info(&self, id: u64) -> ObjectInfo {
@@ -730,37 +783,48 @@ impl ObjectSet {
     /// estimate between syncs, as in zfs. Work is bounded by the dirty records and
     /// by the tree's data blocks past a pending truncation.
     pub fn allocated_bytes(&self, id: u64) -> Result<u64> {
-        let (phys, dirty, free_from) = {
+        // Look up, without the lock, the committed size of dirty blocks that the
+        // memo does not know yet; then count under the lock. Blocks dirtied in
+        // between (or a sync that replaced `phys`) are looked up under the lock.
+        let (phys, missing) = {
             let mut inner = self.inner.lock();
             let st = self.load(&mut inner, id)?;
-            let open_ff = st.open.free_from.unwrap_or(u64::MAX);
-            let mut dirty: BTreeMap<u64, u64> = BTreeMap::new();
-            let mut free_from = open_ff;
-            if let Some(sy) = st.syncing.as_deref() {
-                for (b, r) in sy.records.range(..open_ff) {
-                    dirty.insert(*b, r.len() as u64);
-                }
-                free_from = free_from.min(sy.free_from.unwrap_or(u64::MAX));
-            }
-            for (b, r) in &st.open.records {
-                dirty.insert(*b, r.len() as u64);
-            }
-            (st.phys.clone(), dirty, free_from)
+            let view = DirtyView::of(st);
+            let missing: Vec<u64> = view
+                .blocks()
+                .filter(|b| *b < view.free_from && !st.committed_asize.contains_key(b))
+                .collect();
+            (st.phys.clone(), missing)
         };
-        let mut used = phys.used as i128;
-        for (b, len) in &dirty {
-            if *b < free_from {
-                used -= self.lookup(&phys, *b)?.asize_total() as i128;
+        let mut found = Vec::with_capacity(missing.len());
+        for b in missing {
+            found.push((b, self.lookup(&phys, b)?.asize_total()));
+        }
+        let mut inner = self.inner.lock();
+        let st = self.load(&mut inner, id)?;
+        if st.phys == phys {
+            st.committed_asize.extend(found);
+        }
+        let view = DirtyView::of(st);
+        let mut used = st.phys.used as i128;
+        for b in view.blocks() {
+            if b < view.free_from {
+                let old = match st.committed_asize.get(&b) {
+                    Some(a) => *a,
+                    None => self.lookup(&st.phys, b)?.asize_total(),
+                };
+                used -= old as i128;
             }
+            let len = view.newest_len(b).unwrap_or(0);
             used += len.next_multiple_of(MIN_BLOCK as u64) as i128;
         }
-        let cap = phys.capacity();
-        let mut b = free_from;
-        while b < cap && !phys.root.is_hole() {
-            let (bp, run) = self.lookup_run(&phys, b)?;
-            if !dirty.contains_key(&b) {
-                used -= bp.asize_total() as i128;
-            }
+        let cap = st.phys.capacity();
+        let mut b = view.free_from;
+        while b < cap && !st.phys.root.is_hole() {
+            // Every committed block at or past a pending truncation is freed by it,
+            // whether or not a newer record was written there since.
+            let (bp, run) = self.lookup_run(&st.phys, b)?;
+            used -= bp.asize_total() as i128;
             b = b.saturating_add(run.max(1));
         }
         Ok(used.max(0) as u64)
@@ -1239,6 +1303,7 @@ impl ObjectSet {
             let remove = {
                 let st = inner.objects.get_mut(&id).unwrap();
                 st.phys = p;
+                st.committed_asize.clear();
                 st.syncing = None;
                 let gone = st.syncing_deleted && st.deleted && !st.dirty;
                 st.syncing_deleted = false;
