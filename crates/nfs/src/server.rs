@@ -7,7 +7,9 @@
 //!   its own socket and on its own in-flight limit (`MAX_IN_FLIGHT` requests
 //!   read but not yet answered); workers never write to sockets (each
 //!   connection's writer does, with a timeout), so a client that stops reading
-//!   holds at most its own slots.
+//!   holds at most its own slots. A request that arrives alone (nothing of its
+//!   connection in flight, nothing read behind it) is answered by the reader
+//!   itself, which blocks only its own connection.
 //! - Memory is bounded: at most `max_connections` connections, each with at
 //!   most `MAX_IN_FLIGHT` records of at most `rpc::MAX_RECORD` bytes.
 //! - A panic in a procedure becomes SYSTEM_ERR for that call.
@@ -322,7 +324,9 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
     let _ = s.set_nodelay(true);
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
-    let (Ok(mut rd), Ok(wr), Ok(reg)) = (s.try_clone(), s.try_clone(), s.try_clone()) else {
+    let (Ok(mut rd), Ok(wr), Ok(reg), Ok(mut inline_wr)) =
+        (s.try_clone(), s.try_clone(), s.try_clone(), s.try_clone())
+    else {
         return;
     };
     sh.conns.lock().insert(id, reg);
@@ -344,6 +348,20 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
             Ok(Some(r)) => r,
             _ => break,
         };
+        // A request with nothing else of this connection in flight and nothing
+        // more read behind it (a client that waits for each answer) is answered
+        // here, saving the two thread hand-offs; anything pipelined goes to the
+        // workers so its requests run in parallel. Safe to write here: with
+        // nothing in flight the writer thread has no reply queued or being
+        // written, and only this thread queues jobs. A client that stops reading
+        // stalls only its own connection (the write has WRITE_TIMEOUT).
+        if reader.buffer().is_empty() && *conn.in_flight.lock() == 0 {
+            let reply = handle_record(sh, &conn, &record).unwrap_or_default();
+            if !reply.is_empty() && rpc::write_record(&mut inline_wr, &reply).is_err() {
+                break;
+            }
+            continue;
+        }
         {
             let mut n = conn.in_flight.lock();
             while *n >= MAX_IN_FLIGHT {
