@@ -1,9 +1,10 @@
 #!/bin/bash
-# Guest side of tests/e2e/test_nfs_mariadb_kernel.sh: MariaDB (the host's binaries,
-# seen through 9p) with its data directory on an NFSv3 mount of OUR daemon
-# (vers=3,proto=tcp,hard,nolock). Environment: RESULTS (host dir shared read-write),
-# NFS_EXPORT, NFS_PORT, ROWS (sysbench table size), AFTER (inserts to see
-# acknowledged after the daemon's restart).
+# Guest side of tests/e2e/test_nfs_mariadb_kernel.sh and test_nfs4_mariadb_kernel.sh:
+# MariaDB (the host's binaries, seen through 9p) with its data directory on an NFS
+# mount of OUR daemon (vers=3,proto=tcp,hard,nolock, or vers=4.1,proto=tcp,hard).
+# Environment: RESULTS (host dir shared read-write), NFS_EXPORT, NFS_PORT, NFS_VERS
+# (3 or 4.1), ROWS (sysbench table size), AFTER (inserts to see acknowledged after
+# the daemon's restart).
 #
 # Phases: initialise the data directory on the share, start the server, sysbench
 # prepare (1 table); then under load (sysbench oltp_read_write, 2 threads) a writer
@@ -21,7 +22,13 @@ set -uo pipefail
 : "${RESULTS:?}" "${GUEST_HOST:?}" "${NFS_EXPORT:?}" "${NFS_PORT:?}" "${ROWS:?}" "${AFTER:?}"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 MNT=/mnt/cachalot
-OPTS="vers=3,proto=tcp,hard,nolock,port=$NFS_PORT,mountport=$NFS_PORT,mountproto=tcp"
+# NFS_VERS=4.1: the same run on an NFSv4.1 mount, with real locks (InnoDB locks
+# ibdata1), reclaimed in the grace period after the daemon's restart.
+case ${NFS_VERS:-3} in
+    3) OPTS="vers=3,proto=tcp,hard,nolock,port=$NFS_PORT,mountport=$NFS_PORT,mountproto=tcp" ;;
+    4.1) OPTS="vers=4.1,proto=tcp,hard,port=$NFS_PORT" ;;
+    *) echo "FAIL NFS_VERS=$NFS_VERS" >"$RESULTS/verdict"; exit 1 ;;
+esac
 DATADIR=$MNT/mysql
 SOCK=/run/mysqld-guest.sock
 ERRLOG=$RESULTS/mariadb-error.log
