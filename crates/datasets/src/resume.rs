@@ -5,7 +5,8 @@
 //! - A partial receive lives in the hidden dataset `FS%recv`; its catalog
 //!   property `%resume` holds the token of the position up to which its data is
 //!   committed in the same txg (checkpoints write data and token together), so
-//!   the token never claims more than survived a crash. Data beyond the token is
+//!   the token never claims more than survived a crash, and `resume_token` does
+//!   not show a checkpoint's token until its txg is on disk. Data beyond the token is
 //!   harmless: a resumed stream re-sends it and WRITE/FREE are idempotent.
 //! - The position `(object, offset)` means: every object below `object` is
 //!   complete, and `object` is complete below `offset` (a resumed stream sends
@@ -111,6 +112,8 @@ impl Store {
 
     /// The resume token of a partial receive into `fs`, if there is one.
     pub fn resume_token(&self, fs: &str) -> Option<String> {
+        // Wait out a checkpoint in progress: its token is not durable yet.
+        let _durable = self.resume_checkpoint.lock();
         let st = self.state.lock();
         st.catalog
             .by_name(&format!("{fs}%recv"))
@@ -119,6 +122,7 @@ impl Store {
 
     /// Record `token` on `tmp` and commit it with the data received so far.
     pub(crate) fn checkpoint_receive(&self, tmp: &str, token: Option<&ResumeToken>) -> Result<()> {
+        let _durable = self.resume_checkpoint.lock();
         {
             let mut st = self.state.lock();
             let id = st

@@ -162,6 +162,11 @@ pub struct Store {
     txg_cv: Condvar,
     /// Serializes commits (sync thread, export).
     commit_lock: Mutex<()>,
+    /// Held by a resumable receive's checkpoint from setting its token until the
+    /// txg holding token and data is on disk, and by `resume_token`, so no reader
+    /// (a replication peer deciding where to resume) sees a token before it is
+    /// durable.
+    pub(crate) resume_checkpoint: Mutex<()>,
     opts: StoreOpts,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     exported: AtomicBool,

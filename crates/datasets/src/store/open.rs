@@ -262,6 +262,7 @@ impl Store {
             }),
             txg_cv: Condvar::new(),
             commit_lock: Mutex::new(()),
+            resume_checkpoint: Mutex::new(()),
             opts,
             thread: Mutex::new(None),
             exported: AtomicBool::new(false),

@@ -87,6 +87,9 @@ impl Store {
         if name.contains('@') {
             return self.snapshot_props(name, which);
         }
+        // A resume token shows only once durable (see `resume_checkpoint`).
+        let wants_token = which.is_none_or(|w| w.iter().any(|p| p == "receive_resume_token"));
+        let _durable = wants_token.then(|| self.resume_checkpoint.lock());
         let st = self.state.lock();
         // A full receive cut off before it created `name` keeps its token on
         // the hidden `name%recv`: `get receive_resume_token name` finds it.
