@@ -167,6 +167,8 @@ pub struct Store {
     /// (a replication peer deciding where to resume) sees a token before it is
     /// durable.
     pub(crate) resume_checkpoint: Mutex<()>,
+    /// When the last throttled writer was let go (`Store::throttle` spaces them).
+    throttle_last_wakeup: Mutex<std::time::Instant>,
     opts: StoreOpts,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     exported: AtomicBool,

@@ -263,6 +263,7 @@ impl Store {
             txg_cv: Condvar::new(),
             commit_lock: Mutex::new(()),
             resume_checkpoint: Mutex::new(()),
+            throttle_last_wakeup: Mutex::new(std::time::Instant::now()),
             opts,
             thread: Mutex::new(None),
             exported: AtomicBool::new(false),

@@ -1,7 +1,9 @@
 //! The transaction group engine. Changes accumulate in memory in the open txg. A
 //! sync thread commits it every `txg_timeout`, when dirty data passes 60% of
-//! `dirty_max`, or when someone asks (`sync`, `fsync`). Writers that find dirty
-//! data above `dirty_max` wait for the commit: they are throttled, never failed.
+//! `dirty_max`, or when someone asks (`sync`, `fsync`). Writers are delayed more
+//! and more as dirty data goes from 60% of `dirty_max` to `dirty_max` (the
+//! OpenZFS write throttle, `write_delay`), and above `dirty_max` wait for the
+//! commit: they are throttled, never failed.
 //!
 //! Commit of txg T, by one committer at a time (`commit_lock`):
 //! 1. freeze: copy the catalog, take the pending dataset destroys and snapshot
@@ -33,6 +35,29 @@ use cachalot_pool::BlkPtr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+/// Dirty data, in percent of `dirty_max`, above which writes are delayed
+/// (OpenZFS: zfs_delay_min_dirty_percent). Commits start there too.
+const DELAY_MIN_DIRTY_PCT: u64 = 60;
+/// The delay halfway between that start and `dirty_max` (zfs_delay_scale).
+const DELAY_SCALE: Duration = Duration::from_micros(500);
+/// The longest delay of one write (zfs_delay_max_ns).
+const DELAY_MAX: Duration = Duration::from_millis(100);
+
+/// How long a write waits with `dirty` bytes dirty of `max`: zero up to
+/// `DELAY_MIN_DIRTY_PCT`, then `DELAY_SCALE * (dirty - start) / (max - dirty)`,
+/// which grows without bound towards `max`, capped at `DELAY_MAX`.
+pub(crate) fn write_delay(dirty: u64, max: u64) -> Duration {
+    let start = max / 100 * DELAY_MIN_DIRTY_PCT;
+    if dirty <= start {
+        return Duration::ZERO;
+    }
+    if dirty >= max {
+        return DELAY_MAX;
+    }
+    let ns = DELAY_SCALE.as_nanos() * u128::from(dirty - start) / u128::from(max - dirty);
+    Duration::from_nanos(ns.min(DELAY_MAX.as_nanos()) as u64)
+}
 
 pub(super) fn sync_thread(me: Weak<Store>) {
     loop {
@@ -212,7 +237,15 @@ impl Store {
         }
     }
 
-    /// Block while dirty data is above the limit (writers are throttled, not failed).
+    /// Throttle a writer (throttled, never failed), as OpenZFS's write throttle
+    /// (dmu_tx_delay): below `DELAY_MIN_DIRTY_PCT` of `dirty_max` nothing; above
+    /// it each write is delayed by `write_delay`, a delay that grows smoothly as
+    /// dirty data nears the limit, with the wake-ups of all writers spaced that
+    /// far apart (so the delay limits the aggregate rate, however many writers
+    /// there are); at the limit writers wait for the commit. A smooth delay keeps
+    /// the incoming rate near what the pool writes instead of letting writers run
+    /// into a wall and all stall for a whole commit, which showed as multi-second
+    /// maximum latencies in sysbench.
     pub(crate) fn throttle(&self) -> Result<()> {
         let max = self.opts.dirty_max;
         let d = self.dirty.load(Ordering::Relaxed);
@@ -220,6 +253,17 @@ impl Store {
             self.kick();
         }
         if d <= max {
+            let delay = write_delay(d, max);
+            if !delay.is_zero() && !self.pool.env().manual_txg() {
+                let now = Instant::now();
+                let wake = {
+                    let mut last = self.throttle_last_wakeup.lock();
+                    let wake = (now.max(*last) + delay).min(now + DELAY_MAX);
+                    *last = wake;
+                    wake
+                };
+                std::thread::sleep(wake.saturating_duration_since(now));
+            }
             return Ok(());
         }
         if self.pool.env().manual_txg() {
@@ -452,5 +496,35 @@ impl Store {
             st.handles.insert(id, ds);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod write_delay_tests {
+    use super::*;
+
+    #[test]
+    fn zero_below_the_start_then_monotone_and_bounded() {
+        let max = 256u64 << 20;
+        assert_eq!(write_delay(0, max), Duration::ZERO);
+        assert_eq!(
+            write_delay(max / 100 * DELAY_MIN_DIRTY_PCT, max),
+            Duration::ZERO
+        );
+        let mut last = Duration::ZERO;
+        for pct in 61..=100 {
+            let d = write_delay(max / 100 * pct, max);
+            assert!(d >= last, "{pct}%: {d:?} < {last:?}");
+            assert!(d <= DELAY_MAX, "{pct}%: {d:?}");
+            last = d;
+        }
+        assert_eq!(write_delay(max, max), DELAY_MAX);
+        assert_eq!(write_delay(max + 1, max), DELAY_MAX);
+        // Halfway between the start and the limit: the scale.
+        let mid = write_delay(max / 100 * 80, max);
+        assert!(
+            mid.abs_diff(DELAY_SCALE) < Duration::from_micros(5),
+            "{mid:?}"
+        );
     }
 }
