@@ -448,7 +448,7 @@ impl Dataset {
     fn commit_log(&self, s: &Store) -> Result<()> {
         let tail = self.objset.zil().tail();
         loop {
-            match self.objset.zil().commit(tail)? {
+            match self.objset.zil_commit(tail)? {
                 CommitOutcome::Durable => return Ok(()),
                 // First log write since import, or after a log device failed: the
                 // chain's header must be committed first; that commit also covers

@@ -39,8 +39,16 @@
 //! - Every length decoded from a block is bounded before use: a write's by
 //!   `MAX_BLOCK`, a bonus's by `BONUS_SIZE`, a created object's block size by the
 //!   object layer's limits; anything else ends the chain.
+//! - A write *by reference* (`WriteRef`, ZFS's WR_INDIRECT) names a data block
+//!   written before its record, by the leader, at its final place: the block is
+//!   on disk and flushed with the log blocks, so the record is durable only with
+//!   it. The object set owns the block (`ObjectSet::prewrite`): its txg's sync
+//!   links it into the tree (no second write) or frees it; a free is deferred past
+//!   that txg's commit, and after the commit the record is covered, so a record
+//!   replay reads always names a block still intact.
 
-use cachalot_pool::{Dva, Pool, PoolError};
+use cachalot_pool::blkptr::BLKPTR_SIZE;
+use cachalot_pool::{BlkPtr, Dva, Pool, PoolError};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,6 +65,11 @@ const REC_CREATE: u8 = 3;
 const REC_DELETE: u8 = 4;
 const REC_BONUS: u8 = 5;
 const REC_PUNCH: u8 = 6;
+const REC_WRITE_REF: u8 = 7;
+/// With `logbias=latency` and no separate log device, writes of at least this
+/// many bytes are logged by reference (their full blocks written in place)
+/// instead of copied into log blocks: 32 KiB, as ZFS's `zfs_immediate_write_sz`.
+pub const BY_REFERENCE_MIN: usize = 32 * 1024;
 /// Record flag: more records of the same atomic group follow.
 const FLAG_MORE: u8 = 1;
 
@@ -133,6 +146,14 @@ pub enum Record {
         off: u64,
         len: u64,
     },
+    /// The first `len` bytes of the data block `bp` (already on disk) were
+    /// written at `off`: a write logged by reference.
+    WriteRef {
+        obj: u64,
+        off: u64,
+        len: u64,
+        bp: BlkPtr,
+    },
 }
 
 impl Record {
@@ -142,9 +163,52 @@ impl Record {
                 Record::Write { data, .. } | Record::Bonus { data, .. } => {
                     data.len().next_multiple_of(8)
                 }
+                Record::WriteRef { .. } => BLKPTR_SIZE,
                 _ => 0,
             }
     }
+}
+
+impl Record {
+    /// Bytes a `Write` carries (0 for other records).
+    fn write_len(&self) -> usize {
+        match self {
+            Record::Write { data, .. } => data.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// See `Zil::commit_with`: (a `Write` record, its txg) -> records to log instead.
+pub type Prewrite<'a> = dyn Fn(&Record, u64) -> Option<Vec<Record>> + 'a;
+
+/// Replace the writes of at least `min` bytes that `prewrite` takes by its
+/// records; they inherit the write's txg, and form one group with it (every
+/// record but the last flagged `more`, the last keeps the write's flag), so
+/// replay applies the write whole or not at all.
+fn by_reference(batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Vec<Itx> {
+    let mut out = Vec::with_capacity(batch.len());
+    for itx in batch {
+        let repl = if itx.rec.write_len() >= min {
+            prewrite(&itx.rec, itx.txg)
+        } else {
+            None
+        };
+        match repl {
+            Some(recs) if !recs.is_empty() => {
+                let n = recs.len();
+                for (k, rec) in recs.into_iter().enumerate() {
+                    out.push(Itx {
+                        txg: itx.txg,
+                        more: k + 1 < n || itx.more,
+                        rec,
+                    });
+                }
+            }
+            _ => out.push(itx),
+        }
+    }
+    out
 }
 
 /// One record of a decoded log block.
@@ -255,6 +319,10 @@ fn encode_record(b: &mut [u8], txg: u64, more: bool, rec: &Record) {
         Record::Delete { obj } => (REC_DELETE, *obj, 0, 0, &[]),
         Record::Bonus { obj, data } => (REC_BONUS, *obj, 0, data.len() as u64, data),
         Record::Punch { obj, off, len } => (REC_PUNCH, *obj, *off, *len, &[]),
+        Record::WriteRef { obj, off, len, bp } => {
+            bp.encode(&mut b[RECORD_HEADER..RECORD_HEADER + BLKPTR_SIZE]);
+            (REC_WRITE_REF, *obj, *off, *len, &[])
+        }
     };
     b[0] = ty;
     b[1] = if more { FLAG_MORE } else { 0 };
@@ -376,6 +444,23 @@ pub fn decode_records(b: &[u8], n: usize) -> Option<Vec<LoggedRecord>> {
                 data: payload(crate::dnode::BONUS_SIZE as u64)?,
             },
             REC_PUNCH => Record::Punch { obj, off, len },
+            REC_WRITE_REF => {
+                let end = o + RECORD_HEADER + BLKPTR_SIZE;
+                let bp = BlkPtr::decode(b.get(o + RECORD_HEADER..end)?)?;
+                // A level-0 data block no larger than an object's block, holding
+                // at least the bytes written.
+                if bp.is_hole()
+                    || bp.level != 0
+                    || bp.block_type != cachalot_pool::BlockType::Data
+                    || bp.lsize > crate::dnode::MAX_BLOCK
+                    || bp.psize > bp.lsize
+                    || len == 0
+                    || len > bp.lsize as u64
+                {
+                    return None;
+                }
+                Record::WriteRef { obj, off, len, bp }
+            }
             _ => return None,
         };
         o += rec.encoded_len();
@@ -480,8 +565,18 @@ impl Zil {
         (s.next_itx - 1, s.max_txg_logged)
     }
 
-    /// Make every itx up to `upto` (from `tail`) durable.
+    /// Make every itx up to `upto` (from `tail`) durable, every write copied
+    /// into the log.
     pub fn commit(&self, upto: (u64, u64)) -> Result<CommitOutcome, PoolError> {
+        self.commit_with(upto, &|_, _| None)
+    }
+
+    /// Like `commit`; a write eligible for logging by reference (any size with
+    /// `logbias=throughput`, `BY_REFERENCE_MIN` bytes with `logbias=latency` and
+    /// no separate log device) is offered to `prewrite`, which may write some of
+    /// its blocks in place and return the records to log instead (covering the
+    /// same bytes, in order), or `None` to copy it.
+    pub fn commit_with(&self, upto: (u64, u64), prewrite: &Prewrite<'_>) -> Result<CommitOutcome, PoolError> {
         let (seq, txg) = upto;
         let t0 = Instant::now();
         let mut s = self.state.lock();
@@ -506,6 +601,19 @@ impl Zil {
             s.leader = true;
             let batch: Vec<Itx> = s.pending.drain(..).collect();
             let target = s.next_itx;
+            let min = if !s.use_slog {
+                1
+            } else if !self.pool.has_log_vdevs() {
+                BY_REFERENCE_MIN
+            } else {
+                usize::MAX
+            };
+            // The block writes happen without the lock, as the log writes do.
+            let batch = if min < usize::MAX && batch.iter().any(|i| i.rec.write_len() >= min) {
+                parking_lot::MutexGuard::unlocked(&mut s, || by_reference(batch, prewrite, min))
+            } else {
+                batch
+            };
             let r = self.write_batch(&mut s, &batch);
             s.leader = false;
             match r {
