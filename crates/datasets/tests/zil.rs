@@ -406,3 +406,62 @@ fn tx_group_is_replayed_whole_or_not_at_all() {
     }
     assert!(all > 0 && none > 0, "all {all}, none {none}");
 }
+
+/// The pointers of the writes by reference in the dataset's live log blocks.
+fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
+    use cachalot_objects::zil::{decode_block, Record};
+    let zil = ds.objset().zil();
+    let pool = &ds.objset().cache().pool;
+    let mut out = Vec::new();
+    for d in zil.blocks() {
+        let Ok(raw) = pool.read_log_block_raw(&d) else {
+            continue;
+        };
+        for seq in 1..64 {
+            if let Some(b) = decode_block(&raw, zil.guid(), seq) {
+                for r in b.records {
+                    if let Record::WriteRef { bp, .. } = r.rec {
+                        out.push(bp);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A block written by reference at an fsync is linked by its txg's sync (not
+/// written twice) when the txg still holds the bytes it was written from; a
+/// rewrite of the same block in the same txg after the fsync wins, also after an
+/// export and import.
+#[test]
+fn write_by_reference_is_linked_or_superseded() {
+    const BS: usize = 128 * 1024;
+    let data = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let obj = ds.create_object().unwrap();
+    ds.fsync().unwrap(); // the first log write waits for a txg
+    let (a, b) = (Rng(1).bytes(BS), Rng(2).bytes(BS));
+    // Linked: the tree points at the logged block.
+    ds.write(obj, 0, &a).unwrap();
+    ds.fsync().unwrap();
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), 1, "a 128K write is logged by reference: {refs:?}");
+    store.sync().unwrap();
+    assert_eq!(ds.objset().block_pointer(obj, 0).unwrap(), refs[0]);
+    // Superseded: rewritten after the fsync, in the same txg.
+    ds.write(obj, BS as u64, &a).unwrap();
+    ds.fsync().unwrap();
+    ds.write(obj, BS as u64, &b).unwrap();
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    store.sync().unwrap();
+    assert_ne!(ds.objset().block_pointer(obj, 1).unwrap(), refs[0]);
+    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a.clone(), b.clone()].concat());
+    drop(ds);
+    store.export().unwrap();
+    let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a, b].concat());
+}
