@@ -197,6 +197,17 @@ fn large_writes_by_reference_power_loss_60_cuts() {
     }
 }
 
+/// 128 KiB writes with a log device: not by reference, but not copied into
+/// their itx either (`WriteLazy`): the log leader reads them from the object set.
+#[test]
+fn large_writes_on_log_device_power_loss_30_cuts() {
+    let total = calibrate(LARGE | 4, true);
+    let mut rng = Rng(80);
+    for k in 0..30 {
+        cut_and_check(LARGE | (1000 + k), true, rng.below(total));
+    }
+}
+
 #[test]
 fn fsync_writers_with_log_device_power_loss_90_cuts() {
     let total = calibrate(2, true);
@@ -447,7 +458,11 @@ fn write_by_reference_is_linked_or_superseded() {
     ds.write(obj, 0, &a).unwrap();
     ds.fsync().unwrap();
     let refs = logged_refs(&ds);
-    assert_eq!(refs.len(), 1, "a 128K write is logged by reference: {refs:?}");
+    assert_eq!(
+        refs.len(),
+        1,
+        "a 128K write is logged by reference: {refs:?}"
+    );
     store.sync().unwrap();
     assert_eq!(ds.objset().block_pointer(obj, 0).unwrap(), refs[0]);
     // Superseded: rewritten after the fsync, in the same txg.
@@ -458,7 +473,10 @@ fn write_by_reference_is_linked_or_superseded() {
     assert_eq!(refs.len(), 1, "{refs:?}");
     store.sync().unwrap();
     assert_ne!(ds.objset().block_pointer(obj, 1).unwrap(), refs[0]);
-    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a.clone(), b.clone()].concat());
+    assert_eq!(
+        ds.read(obj, 0, 2 * BS).unwrap(),
+        [a.clone(), b.clone()].concat()
+    );
     drop(ds);
     store.export().unwrap();
     let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();

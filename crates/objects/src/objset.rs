@@ -1127,16 +1127,13 @@ impl ObjectSet {
                 if rec.len() != w.blksz as usize {
                     rec = resized(&rec, w.blksz);
                 }
-                let early = taken
-                    .map
-                    .remove(&(w.id, *blkid))
-                    .and_then(|(r, bp)| {
-                        let same = Arc::ptr_eq(&r, &rec) && bp.birth_txg == txg;
-                        if !same {
-                            taken.free.push(bp);
-                        }
-                        same.then_some(bp)
-                    });
+                let early = taken.map.remove(&(w.id, *blkid)).and_then(|(r, bp)| {
+                    let same = Arc::ptr_eq(&r, &rec) && bp.birth_txg == txg;
+                    if !same {
+                        taken.free.push(bp);
+                    }
+                    same.then_some(bp)
+                });
                 let bp = if let Some(bp) = early {
                     ctx.born(&bp);
                     if props.cache_data {
@@ -1570,7 +1567,11 @@ impl ObjectSet {
             Record::Bonus { obj, data } => self.set_bonus(*obj, data),
             Record::Punch { obj, off, len } => self.punch(*obj, *off, *len),
             // Replay reads the block first (`replay_log`); never reached.
-            Record::WriteRef { .. } => Err(ObjError::Invalid("write by reference outside replay".into())),
+            Record::WriteRef { .. } => Err(ObjError::Invalid(
+                "write by reference outside replay".into(),
+            )),
+            // In memory only: never decoded from a log block.
+            Record::WriteLazy { .. } => Err(ObjError::Invalid("unresolved lazy write".into())),
         }
     }
 

@@ -146,6 +146,17 @@ pub enum Record {
         off: u64,
         len: u64,
     },
+    /// `len` bytes were written at `off`; the log takes them from the object
+    /// when it writes the record (copied, or by reference). In memory only: the
+    /// leader always resolves it (`Zil::commit`), it is never encoded. Saves
+    /// copying every large write into its itx, as ZFS's WR_NEED_COPY does: the
+    /// bytes logged may include later writes of the range, which replay applies
+    /// anyway or which were simply not fsynced yet.
+    WriteLazy {
+        obj: u64,
+        off: u64,
+        len: u64,
+    },
     /// The first `len` bytes of the data block `bp` (already on disk) were
     /// written at `off`: a write logged by reference.
     WriteRef {
@@ -170,17 +181,24 @@ impl Record {
 }
 
 impl Record {
-    /// Bytes a `Write` carries (0 for other records).
-    fn write_len(&self) -> usize {
+    /// A write of at least `min` bytes (`usize::MAX`: none is).
+    fn by_ref(&self, min: usize) -> bool {
         match self {
-            Record::Write { data, .. } => data.len(),
-            _ => 0,
+            Record::Write { data, .. } => data.len() >= min,
+            Record::WriteLazy { len, .. } => *len >= min as u64,
+            _ => false,
         }
+    }
+
+    /// Offered to the resolver: lazy, or to be logged by reference.
+    fn resolvable(&self, min: usize) -> bool {
+        matches!(self, Record::WriteLazy { .. }) || self.by_ref(min)
     }
 }
 
-/// See `Zil::commit_with`: (a `Write` record, its txg) -> records to log instead.
-pub type Prewrite<'a> = dyn Fn(&Record, u64) -> Option<Vec<Record>> + 'a;
+/// See `Zil::commit`: (a write record, its txg, log by reference) -> records to
+/// log instead.
+pub type Prewrite<'a> = dyn Fn(&Record, u64, bool) -> Option<Vec<Record>> + 'a;
 
 /// Replace the writes of at least `min` bytes that `prewrite` takes by its
 /// records; they inherit the write's txg, and form one group with it (every
@@ -189,12 +207,14 @@ pub type Prewrite<'a> = dyn Fn(&Record, u64) -> Option<Vec<Record>> + 'a;
 fn by_reference(batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Vec<Itx> {
     let mut out = Vec::with_capacity(batch.len());
     for itx in batch {
-        let repl = if itx.rec.write_len() >= min {
-            prewrite(&itx.rec, itx.txg)
+        let repl = if itx.rec.resolvable(min) {
+            prewrite(&itx.rec, itx.txg, itx.rec.by_ref(min))
         } else {
             None
         };
         match repl {
+            // The object is gone (a later deletion is logged after it).
+            Some(recs) if recs.is_empty() && !itx.more => {}
             Some(recs) if !recs.is_empty() => {
                 let n = recs.len();
                 for (k, rec) in recs.into_iter().enumerate() {
@@ -323,6 +343,9 @@ fn encode_record(b: &mut [u8], txg: u64, more: bool, rec: &Record) {
             bp.encode(&mut b[RECORD_HEADER..RECORD_HEADER + BLKPTR_SIZE]);
             (REC_WRITE_REF, *obj, *off, *len, &[])
         }
+        // Resolved before any block is packed (`by_reference`); an empty write,
+        // should one ever get here, replays as nothing rather than as wrong bytes.
+        Record::WriteLazy { obj, off, .. } => (REC_WRITE, *obj, *off, 0, &[]),
     };
     b[0] = ty;
     b[1] = if more { FLAG_MORE } else { 0 };
@@ -565,18 +588,18 @@ impl Zil {
         (s.next_itx - 1, s.max_txg_logged)
     }
 
-    /// Make every itx up to `upto` (from `tail`) durable, every write copied
-    /// into the log.
-    pub fn commit(&self, upto: (u64, u64)) -> Result<CommitOutcome, PoolError> {
-        self.commit_with(upto, &|_, _| None)
-    }
-
-    /// Like `commit`; a write eligible for logging by reference (any size with
-    /// `logbias=throughput`, `BY_REFERENCE_MIN` bytes with `logbias=latency` and
-    /// no separate log device) is offered to `prewrite`, which may write some of
-    /// its blocks in place and return the records to log instead (covering the
-    /// same bytes, in order), or `None` to copy it.
-    pub fn commit_with(&self, upto: (u64, u64), prewrite: &Prewrite<'_>) -> Result<CommitOutcome, PoolError> {
+    /// Make every itx up to `upto` (from `tail`) durable. `resolve` (the object
+    /// set's, `ObjectSet::zil_commit`) gets every `WriteLazy`, and every write
+    /// eligible for logging by reference (any size with `logbias=throughput`,
+    /// `BY_REFERENCE_MIN` bytes with `logbias=latency` and no separate log
+    /// device) with that flag: it returns the records to log instead (covering
+    /// the same bytes, in order; none if the object is gone), or `None` to log
+    /// the record as it is.
+    pub fn commit(
+        &self,
+        upto: (u64, u64),
+        resolve: &Prewrite<'_>,
+    ) -> Result<CommitOutcome, PoolError> {
         let (seq, txg) = upto;
         let t0 = Instant::now();
         let mut s = self.state.lock();
@@ -609,8 +632,8 @@ impl Zil {
                 usize::MAX
             };
             // The block writes happen without the lock, as the log writes do.
-            let batch = if min < usize::MAX && batch.iter().any(|i| i.rec.write_len() >= min) {
-                parking_lot::MutexGuard::unlocked(&mut s, || by_reference(batch, prewrite, min))
+            let batch = if batch.iter().any(|i| i.rec.resolvable(min)) {
+                parking_lot::MutexGuard::unlocked(&mut s, || by_reference(batch, resolve, min))
             } else {
                 batch
             };
@@ -979,5 +1002,56 @@ mod tests {
         let mut bad = b;
         bad[1] = 0x80;
         assert!(decode_records(&bad, recs.len()).is_none());
+    }
+
+    #[test]
+    fn write_by_reference_roundtrips_and_is_bounded() {
+        let bp = BlkPtr {
+            dvas: [
+                Dva {
+                    vdev: 0,
+                    asize: 16384,
+                    offset: 1 << 20,
+                },
+                Dva::default(),
+                Dva::default(),
+            ],
+            lsize: 16384,
+            psize: 8192,
+            compression: cachalot_pool::Compression::Lz4,
+            block_type: cachalot_pool::BlockType::Data,
+            birth_txg: 7,
+            fill: 1,
+            checksum: [3; 32],
+            ..BlkPtr::HOLE
+        };
+        let recs = vec![LoggedRecord {
+            txg: 7,
+            more: false,
+            rec: Record::WriteRef {
+                obj: 5,
+                off: 32768,
+                len: 16384,
+                bp,
+            },
+        }];
+        let b = encode_records(&recs);
+        assert_eq!(b.len(), RECORD_HEADER + BLKPTR_SIZE);
+        assert_eq!(decode_records(&b, 1).unwrap(), recs);
+        // Bytes written beyond the block, none, a hole, a metadata block, a
+        // cut-off pointer: the chain ends there.
+        let mut bad = b.clone();
+        bad[32..40].copy_from_slice(&16385u64.to_le_bytes());
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[32..40].copy_from_slice(&0u64.to_le_bytes());
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[RECORD_HEADER + 64..RECORD_HEADER + 72].fill(0);
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[RECORD_HEADER + 58] = cachalot_pool::BlockType::Dnode as u8;
+        assert!(decode_records(&bad, 1).is_none());
+        assert!(decode_records(&b[..b.len() - 8], 1).is_none());
     }
 }

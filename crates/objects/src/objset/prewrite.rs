@@ -48,24 +48,68 @@ pub(super) struct Taken {
 }
 
 impl ObjectSet {
-    /// The intent-log commit with writes by reference (see `Zil::commit_with`).
+    /// The intent-log commit: lazy writes resolved, large writes by reference
+    /// (see `Zil::commit`).
     pub fn zil_commit(
         &self,
         upto: (u64, u64),
     ) -> std::result::Result<crate::zil::CommitOutcome, cachalot_pool::PoolError> {
-        self.zil.commit_with(upto, &|rec, txg| self.prewrite(rec, txg))
+        self.zil.commit(upto, &|rec, txg, by_ref| {
+            self.resolve_logged(rec, txg, by_ref)
+        })
     }
 
-    /// Write in place the full blocks of `rec` (a `Write` of txg `txg`) that the
-    /// open txg still holds, and return the records to log for the write: a
-    /// `WriteRef` per such block, `Write`s with the bytes of the rest. `None`:
-    /// log the write as it is (its txg is no longer open, no full block, or a
-    /// block write failed; the bytes in the log are then the durable copy).
-    pub fn prewrite(&self, rec: &Record, txg: u64) -> Option<Vec<Record>> {
-        let Record::Write { obj, off, data } = rec else {
-            return None;
-        };
-        let (obj, off, end) = (*obj, *off, *off + data.len() as u64);
+    /// The records to log for a write (`Zil::commit`'s resolver).
+    fn resolve_logged(&self, rec: &Record, txg: u64, by_ref: bool) -> Option<Vec<Record>> {
+        match rec {
+            Record::Write { obj, off, data } if by_ref => {
+                let bytes =
+                    |a: u64, b: u64| Some(data[(a - off) as usize..(b - off) as usize].into());
+                self.prewrite(*obj, *off, data.len() as u64, txg, &bytes)
+            }
+            Record::WriteLazy { obj, off, len } => {
+                // The object's bytes now (zeros past its end); none if it is gone.
+                let read = |a: u64, b: u64| -> Option<Arc<[u8]>> {
+                    let mut v = self.read(*obj, a, (b - a) as usize).ok()?;
+                    v.resize((b - a) as usize, 0);
+                    Some(v.into())
+                };
+                if by_ref {
+                    if let Some(v) = self.prewrite(*obj, *off, *len, txg, &read) {
+                        return Some(v);
+                    }
+                }
+                let data = read(*off, off + len);
+                Some(
+                    data.map(|data| {
+                        vec![Record::Write {
+                            obj: *obj,
+                            off: *off,
+                            data,
+                        }]
+                    })
+                    .unwrap_or_default(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// Write in place the full blocks of a write of `[off, off + len)` to `obj`
+    /// (txg `txg`) that the open txg still holds, and return the records to log
+    /// for the write: a `WriteRef` per such block, `Write`s with `bytes` of the
+    /// rest. `None`: log the write as it is (its txg is no longer open, no full
+    /// block, or a block write failed; the bytes in the log are then the durable
+    /// copy).
+    pub fn prewrite(
+        &self,
+        obj: u64,
+        off: u64,
+        len: u64,
+        txg: u64,
+        bytes: &dyn Fn(u64, u64) -> Option<Arc<[u8]>>,
+    ) -> Option<Vec<Record>> {
+        let end = off + len;
         let props = self.props();
         let (bs, blocks): (u64, Vec<(u64, Arc<[u8]>)>) = {
             let inner = self.inner.lock();
@@ -80,7 +124,8 @@ impl ObjectSet {
                     let r = st.open.records.get(&b)?;
                     // A punched record (empty) or a block the sync would store as
                     // a hole is cheaper logged as bytes.
-                    let usable = r.len() as u64 == bs && !(zeros_are_holes && r.iter().all(|x| *x == 0));
+                    let usable =
+                        r.len() as u64 == bs && !(zeros_are_holes && r.iter().all(|x| *x == 0));
                     usable.then(|| (b, r.clone()))
                 })
                 .collect();
@@ -104,17 +149,29 @@ impl ObjectSet {
         }
         let mut out = Vec::with_capacity(blocks.len() + 2);
         let mut pos = off;
-        let bytes = |from: u64, to: u64| -> Arc<[u8]> { data[(from - off) as usize..(to - off) as usize].into() };
         for ((b, _), bp) in blocks.iter().zip(written) {
             let start = b * bs;
             if start > pos {
-                out.push(Record::Write { obj, off: pos, data: bytes(pos, start) });
+                out.push(Record::Write {
+                    obj,
+                    off: pos,
+                    data: bytes(pos, start)?,
+                });
             }
-            out.push(Record::WriteRef { obj, off: start, len: bs, bp });
+            out.push(Record::WriteRef {
+                obj,
+                off: start,
+                len: bs,
+                bp,
+            });
             pos = start + bs;
         }
         if pos < end {
-            out.push(Record::Write { obj, off: pos, data: bytes(pos, end) });
+            out.push(Record::Write {
+                obj,
+                off: pos,
+                data: bytes(pos, end)?,
+            });
         }
         Some(out)
     }
@@ -170,7 +227,10 @@ impl ObjectSet {
     /// completed (the block and the log block are flushed together): the log ends
     /// there, as at an unwritten log block, and no checksum error is counted.
     /// `Err`: the block overlaps live data (damage, reported).
-    pub(super) fn fetch_write_ref(&self, bp: &BlkPtr) -> std::result::Result<Option<Vec<u8>>, String> {
+    pub(super) fn fetch_write_ref(
+        &self,
+        bp: &BlkPtr,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
         let pool = &self.cache.pool;
         for d in bp.dva_iter() {
             if !pool.claim_log_block(d) {
@@ -183,7 +243,10 @@ impl ObjectSet {
         self.overrides.lock().orphans.push(*bp);
         let psize = bp.psize as usize;
         let verify = |b: &[u8]| b.len() >= psize && checksum(&b[..psize]) == bp.checksum;
-        let Some(phys) = bp.dva_iter().find_map(|d| pool.read_log_block(d, &verify).ok()) else {
+        let Some(phys) = bp
+            .dva_iter()
+            .find_map(|d| pool.read_log_block(d, &verify).ok())
+        else {
             return Ok(None);
         };
         Ok(decompress(bp.compression, &phys[..psize], bp.lsize as usize).ok())
