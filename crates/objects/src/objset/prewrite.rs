@@ -31,10 +31,13 @@ use cachalot_pool::{BlkPtr, BlockType, Compression, WriteOpts};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A prewritten block: the record it was written from, and where it went.
+type Early = HashMap<(u64, u64), (Arc<[u8]>, BlkPtr)>;
+
 /// Blocks prewritten for the intent log, by (object, block id).
 #[derive(Default)]
 pub(super) struct Overrides {
-    map: HashMap<(u64, u64), (Arc<[u8]>, BlkPtr)>,
+    map: Early,
     /// Highest txg whose sync took the table: later registrations of that txg
     /// or older are orphans.
     closed: u64,
@@ -43,7 +46,7 @@ pub(super) struct Overrides {
 
 /// What a sync took from the table: blocks it may link, blocks to free.
 pub(super) struct Taken {
-    pub map: HashMap<(u64, u64), (Arc<[u8]>, BlkPtr)>,
+    pub map: Early,
     pub free: Vec<BlkPtr>,
 }
 
@@ -111,7 +114,8 @@ impl ObjectSet {
     ) -> Option<Vec<Record>> {
         let end = off + len;
         let props = self.props();
-        let (bs, blocks): (u64, Vec<(u64, Arc<[u8]>)>) = {
+        type Blocks = Vec<(u64, Arc<[u8]>)>;
+        let (bs, blocks): (u64, Blocks) = {
             let inner = self.inner.lock();
             if inner.open_txg != txg {
                 return None;
