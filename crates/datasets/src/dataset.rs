@@ -322,14 +322,22 @@ impl Dataset {
             let _txg = self.objset.hold_txg();
             self.objset.write(obj, off, data)?;
             if policy != SyncPolicy::Disabled {
-                self.objset.zil().log(
-                    self.objset.open_txg(),
+                // A large write is not copied into its itx: the log reads it
+                // from the object set if it ever logs it (see `WriteLazy`).
+                let rec = if data.len() >= cachalot_objects::zil::BY_REFERENCE_MIN {
+                    Record::WriteLazy {
+                        obj,
+                        off,
+                        len: data.len() as u64,
+                    }
+                } else {
                     Record::Write {
                         obj,
                         off,
                         data: data.into(),
-                    },
-                );
+                    }
+                };
+                self.objset.zil().log(self.objset.open_txg(), rec);
             }
         }
         s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
@@ -448,7 +456,7 @@ impl Dataset {
     fn commit_log(&self, s: &Store) -> Result<()> {
         let tail = self.objset.zil().tail();
         loop {
-            match self.objset.zil().commit(tail)? {
+            match self.objset.zil_commit(tail)? {
                 CommitOutcome::Durable => return Ok(()),
                 // First log write since import, or after a log device failed: the
                 // chain's header must be committed first; that commit also covers

@@ -13,13 +13,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-const REC: usize = 16384;
+const REC_SMALL: usize = 16384;
+/// Seeds with this bit write 128 KiB records: full blocks of at least
+/// `BY_REFERENCE_MIN`, so without a log device they are logged by reference.
+const LARGE: u64 = 1 << 40;
+
+fn rec_len(seed: u64) -> usize {
+    if seed & LARGE != 0 {
+        128 * 1024
+    } else {
+        REC_SMALL
+    }
+}
 const WRITERS: u64 = 4;
 const PER_WRITER: u64 = 12;
 
 fn record(seed: u64, writer: u64, i: u64) -> Vec<u8> {
     let mut r = Rng(seed ^ (writer << 32) ^ i);
-    r.bytes(REC)
+    r.bytes(rec_len(seed))
 }
 
 struct Outcome {
@@ -66,7 +77,7 @@ fn workload_with(seed: u64, slog: bool, cut: Option<u64>, txg_timeout: Duration)
             s.spawn(move || {
                 for i in 0..PER_WRITER {
                     let rec = record(seed, w, i);
-                    let off = i * REC as u64;
+                    let off = i * rec_len(seed) as u64;
                     let r = if (i + w) % 3 == 0 {
                         ds.write_sync(objs[w as usize], off, &rec)
                     } else {
@@ -99,6 +110,8 @@ fn image(d: &SimDevice, rng: &mut Rng, name: &str) -> SimDevice {
 /// Every acknowledged record is there; every other record slot is all new data or
 /// all zeros (never a mix).
 fn verify(store: &Store, o: &Outcome, seed: u64, ctx: &str) {
+    #[allow(non_snake_case)]
+    let REC = rec_len(seed);
     let ds = store.dataset("tank").unwrap();
     for w in 0..WRITERS {
         let obj = o.objs[w as usize];
@@ -168,6 +181,30 @@ fn fsync_writers_power_loss_120_cuts() {
     let mut rng = Rng(77);
     for k in 0..120 {
         cut_and_check(100 + k, false, rng.below(total));
+    }
+}
+
+/// 128 KiB writes without a log device: logged by reference (the block written
+/// in place, its pointer in the log). A cut after the log record but before the
+/// txg keeps the acknowledged data (replay reads the block); a cut before the
+/// log flush never acknowledged the write.
+#[test]
+fn large_writes_by_reference_power_loss_60_cuts() {
+    let total = calibrate(LARGE | 3, false);
+    let mut rng = Rng(79);
+    for k in 0..60 {
+        cut_and_check(LARGE | (900 + k), false, rng.below(total));
+    }
+}
+
+/// 128 KiB writes with a log device: not by reference, but not copied into
+/// their itx either (`WriteLazy`): the log leader reads them from the object set.
+#[test]
+fn large_writes_on_log_device_power_loss_30_cuts() {
+    let total = calibrate(LARGE | 4, true);
+    let mut rng = Rng(80);
+    for k in 0..30 {
+        cut_and_check(LARGE | (1000 + k), true, rng.below(total));
     }
 }
 
@@ -379,4 +416,70 @@ fn tx_group_is_replayed_whole_or_not_at_all() {
         store.export().unwrap();
     }
     assert!(all > 0 && none > 0, "all {all}, none {none}");
+}
+
+/// The pointers of the writes by reference in the dataset's live log blocks.
+fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
+    use cachalot_objects::zil::{decode_block, Record};
+    let zil = ds.objset().zil();
+    let pool = &ds.objset().cache().pool;
+    let mut out = Vec::new();
+    for d in zil.blocks() {
+        let Ok(raw) = pool.read_log_block_raw(&d) else {
+            continue;
+        };
+        for seq in 1..64 {
+            if let Some(b) = decode_block(&raw, zil.guid(), seq) {
+                for r in b.records {
+                    if let Record::WriteRef { bp, .. } = r.rec {
+                        out.push(bp);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A block written by reference at an fsync is linked by its txg's sync (not
+/// written twice) when the txg still holds the bytes it was written from; a
+/// rewrite of the same block in the same txg after the fsync wins, also after an
+/// export and import.
+#[test]
+fn write_by_reference_is_linked_or_superseded() {
+    const BS: usize = 128 * 1024;
+    let data = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let obj = ds.create_object().unwrap();
+    ds.fsync().unwrap(); // the first log write waits for a txg
+    let (a, b) = (Rng(1).bytes(BS), Rng(2).bytes(BS));
+    // Linked: the tree points at the logged block.
+    ds.write(obj, 0, &a).unwrap();
+    ds.fsync().unwrap();
+    let refs = logged_refs(&ds);
+    assert_eq!(
+        refs.len(),
+        1,
+        "a 128K write is logged by reference: {refs:?}"
+    );
+    store.sync().unwrap();
+    assert_eq!(ds.objset().block_pointer(obj, 0).unwrap(), refs[0]);
+    // Superseded: rewritten after the fsync, in the same txg.
+    ds.write(obj, BS as u64, &a).unwrap();
+    ds.fsync().unwrap();
+    ds.write(obj, BS as u64, &b).unwrap();
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    store.sync().unwrap();
+    assert_ne!(ds.objset().block_pointer(obj, 1).unwrap(), refs[0]);
+    assert_eq!(
+        ds.read(obj, 0, 2 * BS).unwrap(),
+        [a.clone(), b.clone()].concat()
+    );
+    drop(ds);
+    store.export().unwrap();
+    let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a, b].concat());
 }

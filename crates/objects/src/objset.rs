@@ -21,6 +21,8 @@
 use crate::cache::BlockCache;
 use crate::dnode::*;
 use crate::zil::{Record, Zil, ZilHeader};
+
+mod prewrite;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
 use parking_lot::{Mutex, RwLock};
@@ -232,6 +234,8 @@ pub struct ObjectSet {
     zil: Zil,
     /// Data blocks in a row whose compression did not pay (see `CompressionProbe`).
     incompressible: CompressionProbe,
+    /// Blocks written early for writes logged by reference (see `prewrite`).
+    overrides: Mutex<prewrite::Overrides>,
 }
 
 /// Skips compressing data that keeps not compressing, as btrfs's heuristics do:
@@ -439,6 +443,7 @@ impl ObjectSet {
         ObjectSet {
             zil: Zil::new(cache.pool.clone(), zil_header),
             incompressible: CompressionProbe::default(),
+            overrides: Mutex::default(),
             cache,
             inner: Mutex::new(Inner {
                 meta,
@@ -1158,6 +1163,9 @@ impl ObjectSet {
             (work, inner.meta.clone(), inner.root_bp)
         };
         work.sort_by_key(|w| w.id);
+        // Blocks written early for the intent log: linked below where the frozen
+        // record is the one written, freed otherwise (see `prewrite`).
+        let mut taken = self.take_overrides(txg);
         let mut ctx = SyncCtx {
             txg,
             free,
@@ -1183,7 +1191,20 @@ impl ObjectSet {
                 if rec.len() != w.blksz as usize {
                     rec = resized(&rec, w.blksz);
                 }
-                let bp = if punched
+                let early = taken.map.remove(&(w.id, *blkid)).and_then(|(r, bp)| {
+                    let same = Arc::ptr_eq(&r, &rec) && bp.birth_txg == txg;
+                    if !same {
+                        taken.free.push(bp);
+                    }
+                    same.then_some(bp)
+                });
+                let bp = if let Some(bp) = early {
+                    ctx.born(&bp);
+                    if props.cache_data {
+                        self.cache.cache_written(&bp, rec);
+                    }
+                    bp
+                } else if punched
                     || (ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0))
                 {
                     BlkPtr::HOLE
@@ -1231,6 +1252,13 @@ impl ObjectSet {
             phys.gen = w.gen;
             phys.bonus = w.bonus;
             new_phys.push((w.id, phys));
+        }
+        // Early blocks not linked, and orphans: in no tree, freed directly.
+        for (_, (_, bp)) in taken.map.drain() {
+            self.cache.pool.free_block(&bp);
+        }
+        for bp in taken.free.drain(..) {
+            self.cache.pool.free_block(&bp);
         }
         // Write the changed dnodes into the meta-dnode.
         let mut by_block: BTreeMap<u64, Vec<(u64, &DnodePhys)>> = BTreeMap::new();
@@ -1477,7 +1505,7 @@ impl ObjectSet {
         // dropped if the chain ends first (the operation never became durable).
         let mut group: Vec<Record> = Vec::new();
         let (mut dva, mut seq) = (zh.head, zh.seq);
-        let next = loop {
+        let next = 'chain: loop {
             if !pool.claim_log_block(&dva) {
                 report.problem = Some(format!(
                     "intent log block at vdev {} offset {:#x} overlaps live data: log ends there",
@@ -1518,6 +1546,7 @@ impl ObjectSet {
             };
             blocks.push(dva);
             report.blocks += 1;
+            let after = decoded.next;
             for lr in decoded.records {
                 // Records covered by the committed tree are skipped one by one: a
                 // group's records share a txg, so a group is skipped whole (even
@@ -1530,8 +1559,40 @@ impl ObjectSet {
                 if lr.more {
                     continue;
                 }
+                // Blocks written by reference: all read before any record of
+                // the group applies (see `prewrite`).
+                let mut fetched = Vec::new();
+                for rec in &group {
+                    if let Record::WriteRef { bp, .. } = rec {
+                        match self.fetch_write_ref(bp) {
+                            Ok(Some(d)) => fetched.push(d),
+                            r => {
+                                // The chain ends at this group for good (a
+                                // later replay must stop here too), so the log
+                                // starts a new chain; the block this one names
+                                // next is freed with the replayed ones.
+                                report.problem = r.err();
+                                report.records_skipped += group.len();
+                                group.clear();
+                                if after.asize != 0 && pool.claim_log_block(&after) {
+                                    blocks.push(after);
+                                }
+                                break 'chain None;
+                            }
+                        }
+                    }
+                }
+                let mut fetched = fetched.into_iter();
                 for rec in group.drain(..) {
-                    match self.apply_logged(&rec) {
+                    let r = match &rec {
+                        Record::WriteRef { obj, off, len, .. } => {
+                            let d = fetched.next().unwrap_or_default();
+                            let n = (*len as usize).min(d.len());
+                            self.write(*obj, *off, &d[..n])
+                        }
+                        _ => self.apply_logged(&rec),
+                    };
+                    match r {
                         Ok(()) => report.records_applied += 1,
                         // The object was created in a txg that never committed
                         // and its creation was not logged (a change made while
@@ -1570,6 +1631,12 @@ impl ObjectSet {
             Record::Delete { obj } => self.delete_object(*obj),
             Record::Bonus { obj, data } => self.set_bonus(*obj, data),
             Record::Punch { obj, off, len } => self.punch(*obj, *off, *len),
+            // Replay reads the block first (`replay_log`); never reached.
+            Record::WriteRef { .. } => Err(ObjError::Invalid(
+                "write by reference outside replay".into(),
+            )),
+            // In memory only: never decoded from a log block.
+            Record::WriteLazy { .. } => Err(ObjError::Invalid("unresolved lazy write".into())),
         }
     }
 

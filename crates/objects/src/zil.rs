@@ -39,8 +39,16 @@
 //! - Every length decoded from a block is bounded before use: a write's by
 //!   `MAX_BLOCK`, a bonus's by `BONUS_SIZE`, a created object's block size by the
 //!   object layer's limits; anything else ends the chain.
+//! - A write *by reference* (`WriteRef`, ZFS's WR_INDIRECT) names a data block
+//!   written before its record, by the leader, at its final place: the block is
+//!   on disk and flushed with the log blocks, so the record is durable only with
+//!   it. The object set owns the block (`ObjectSet::prewrite`): its txg's sync
+//!   links it into the tree (no second write) or frees it; a free is deferred past
+//!   that txg's commit, and after the commit the record is covered, so a record
+//!   replay reads always names a block still intact.
 
-use cachalot_pool::{Dva, Pool, PoolError};
+use cachalot_pool::blkptr::BLKPTR_SIZE;
+use cachalot_pool::{BlkPtr, Dva, Pool, PoolError};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,6 +65,11 @@ const REC_CREATE: u8 = 3;
 const REC_DELETE: u8 = 4;
 const REC_BONUS: u8 = 5;
 const REC_PUNCH: u8 = 6;
+const REC_WRITE_REF: u8 = 7;
+/// With `logbias=latency` and no separate log device, writes of at least this
+/// many bytes are logged by reference (their full blocks written in place)
+/// instead of copied into log blocks: 32 KiB, as ZFS's `zfs_immediate_write_sz`.
+pub const BY_REFERENCE_MIN: usize = 32 * 1024;
 /// Record flag: more records of the same atomic group follow.
 const FLAG_MORE: u8 = 1;
 
@@ -133,6 +146,25 @@ pub enum Record {
         off: u64,
         len: u64,
     },
+    /// `len` bytes were written at `off`; the log takes them from the object
+    /// when it writes the record (copied, or by reference). In memory only: the
+    /// leader always resolves it (`Zil::commit`), it is never encoded. Saves
+    /// copying every large write into its itx, as ZFS's WR_NEED_COPY does: the
+    /// bytes logged may include later writes of the range, which replay applies
+    /// anyway or which were simply not fsynced yet.
+    WriteLazy {
+        obj: u64,
+        off: u64,
+        len: u64,
+    },
+    /// The first `len` bytes of the data block `bp` (already on disk) were
+    /// written at `off`: a write logged by reference.
+    WriteRef {
+        obj: u64,
+        off: u64,
+        len: u64,
+        bp: BlkPtr,
+    },
 }
 
 impl Record {
@@ -142,9 +174,61 @@ impl Record {
                 Record::Write { data, .. } | Record::Bonus { data, .. } => {
                     data.len().next_multiple_of(8)
                 }
+                Record::WriteRef { .. } => BLKPTR_SIZE,
                 _ => 0,
             }
     }
+}
+
+impl Record {
+    /// A write of at least `min` bytes (`usize::MAX`: none is).
+    fn by_ref(&self, min: usize) -> bool {
+        match self {
+            Record::Write { data, .. } => data.len() >= min,
+            Record::WriteLazy { len, .. } => *len >= min as u64,
+            _ => false,
+        }
+    }
+
+    /// Offered to the resolver: lazy, or to be logged by reference.
+    fn resolvable(&self, min: usize) -> bool {
+        matches!(self, Record::WriteLazy { .. }) || self.by_ref(min)
+    }
+}
+
+/// See `Zil::commit`: (a write record, its txg, log by reference) -> records to
+/// log instead.
+pub type Prewrite<'a> = dyn Fn(&Record, u64, bool) -> Option<Vec<Record>> + 'a;
+
+/// Replace the writes of at least `min` bytes that `prewrite` takes by its
+/// records; they inherit the write's txg, and form one group with it (every
+/// record but the last flagged `more`, the last keeps the write's flag), so
+/// replay applies the write whole or not at all.
+fn by_reference(batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Vec<Itx> {
+    let mut out = Vec::with_capacity(batch.len());
+    for itx in batch {
+        let repl = if itx.rec.resolvable(min) {
+            prewrite(&itx.rec, itx.txg, itx.rec.by_ref(min))
+        } else {
+            None
+        };
+        match repl {
+            // The object is gone (a later deletion is logged after it).
+            Some(recs) if recs.is_empty() && !itx.more => {}
+            Some(recs) if !recs.is_empty() => {
+                let n = recs.len();
+                for (k, rec) in recs.into_iter().enumerate() {
+                    out.push(Itx {
+                        txg: itx.txg,
+                        more: k + 1 < n || itx.more,
+                        rec,
+                    });
+                }
+            }
+            _ => out.push(itx),
+        }
+    }
+    out
 }
 
 /// One record of a decoded log block.
@@ -255,6 +339,13 @@ fn encode_record(b: &mut [u8], txg: u64, more: bool, rec: &Record) {
         Record::Delete { obj } => (REC_DELETE, *obj, 0, 0, &[]),
         Record::Bonus { obj, data } => (REC_BONUS, *obj, 0, data.len() as u64, data),
         Record::Punch { obj, off, len } => (REC_PUNCH, *obj, *off, *len, &[]),
+        Record::WriteRef { obj, off, len, bp } => {
+            bp.encode(&mut b[RECORD_HEADER..RECORD_HEADER + BLKPTR_SIZE]);
+            (REC_WRITE_REF, *obj, *off, *len, &[])
+        }
+        // Resolved before any block is packed (`by_reference`); an empty write,
+        // should one ever get here, replays as nothing rather than as wrong bytes.
+        Record::WriteLazy { obj, off, .. } => (REC_WRITE, *obj, *off, 0, &[]),
     };
     b[0] = ty;
     b[1] = if more { FLAG_MORE } else { 0 };
@@ -376,6 +467,23 @@ pub fn decode_records(b: &[u8], n: usize) -> Option<Vec<LoggedRecord>> {
                 data: payload(crate::dnode::BONUS_SIZE as u64)?,
             },
             REC_PUNCH => Record::Punch { obj, off, len },
+            REC_WRITE_REF => {
+                let end = o + RECORD_HEADER + BLKPTR_SIZE;
+                let bp = BlkPtr::decode(b.get(o + RECORD_HEADER..end)?)?;
+                // A level-0 data block no larger than an object's block, holding
+                // at least the bytes written.
+                if bp.is_hole()
+                    || bp.level != 0
+                    || bp.block_type != cachalot_pool::BlockType::Data
+                    || bp.lsize > crate::dnode::MAX_BLOCK
+                    || bp.psize > bp.lsize
+                    || len == 0
+                    || len > bp.lsize as u64
+                {
+                    return None;
+                }
+                Record::WriteRef { obj, off, len, bp }
+            }
             _ => return None,
         };
         o += rec.encoded_len();
@@ -480,8 +588,18 @@ impl Zil {
         (s.next_itx - 1, s.max_txg_logged)
     }
 
-    /// Make every itx up to `upto` (from `tail`) durable.
-    pub fn commit(&self, upto: (u64, u64)) -> Result<CommitOutcome, PoolError> {
+    /// Make every itx up to `upto` (from `tail`) durable. `resolve` (the object
+    /// set's, `ObjectSet::zil_commit`) gets every `WriteLazy`, and every write
+    /// eligible for logging by reference (any size with `logbias=throughput`,
+    /// `BY_REFERENCE_MIN` bytes with `logbias=latency` and no separate log
+    /// device) with that flag: it returns the records to log instead (covering
+    /// the same bytes, in order; none if the object is gone), or `None` to log
+    /// the record as it is.
+    pub fn commit(
+        &self,
+        upto: (u64, u64),
+        resolve: &Prewrite<'_>,
+    ) -> Result<CommitOutcome, PoolError> {
         let (seq, txg) = upto;
         let t0 = Instant::now();
         let mut s = self.state.lock();
@@ -506,6 +624,19 @@ impl Zil {
             s.leader = true;
             let batch: Vec<Itx> = s.pending.drain(..).collect();
             let target = s.next_itx;
+            let min = if !s.use_slog {
+                1
+            } else if !self.pool.has_log_vdevs() {
+                BY_REFERENCE_MIN
+            } else {
+                usize::MAX
+            };
+            // The block writes happen without the lock, as the log writes do.
+            let batch = if batch.iter().any(|i| i.rec.resolvable(min)) {
+                parking_lot::MutexGuard::unlocked(&mut s, || by_reference(batch, resolve, min))
+            } else {
+                batch
+            };
             let r = self.write_batch(&mut s, &batch);
             s.leader = false;
             match r {
@@ -871,5 +1002,56 @@ mod tests {
         let mut bad = b;
         bad[1] = 0x80;
         assert!(decode_records(&bad, recs.len()).is_none());
+    }
+
+    #[test]
+    fn write_by_reference_roundtrips_and_is_bounded() {
+        let bp = BlkPtr {
+            dvas: [
+                Dva {
+                    vdev: 0,
+                    asize: 16384,
+                    offset: 1 << 20,
+                },
+                Dva::default(),
+                Dva::default(),
+            ],
+            lsize: 16384,
+            psize: 8192,
+            compression: cachalot_pool::Compression::Lz4,
+            block_type: cachalot_pool::BlockType::Data,
+            birth_txg: 7,
+            fill: 1,
+            checksum: [3; 32],
+            ..BlkPtr::HOLE
+        };
+        let recs = vec![LoggedRecord {
+            txg: 7,
+            more: false,
+            rec: Record::WriteRef {
+                obj: 5,
+                off: 32768,
+                len: 16384,
+                bp,
+            },
+        }];
+        let b = encode_records(&recs);
+        assert_eq!(b.len(), RECORD_HEADER + BLKPTR_SIZE);
+        assert_eq!(decode_records(&b, 1).unwrap(), recs);
+        // Bytes written beyond the block, none, a hole, a metadata block, a
+        // cut-off pointer: the chain ends there.
+        let mut bad = b.clone();
+        bad[32..40].copy_from_slice(&16385u64.to_le_bytes());
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[32..40].copy_from_slice(&0u64.to_le_bytes());
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[RECORD_HEADER + 64..RECORD_HEADER + 72].fill(0);
+        assert!(decode_records(&bad, 1).is_none());
+        let mut bad = b.clone();
+        bad[RECORD_HEADER + 58] = cachalot_pool::BlockType::Dnode as u8;
+        assert!(decode_records(&bad, 1).is_none());
+        assert!(decode_records(&b[..b.len() - 8], 1).is_none());
     }
 }

@@ -266,6 +266,11 @@ impl Pool {
         top.read_verified(dva.offset, cap, valid, false)
     }
 
+    /// True if the pool has a separate log device (healthy or not).
+    pub fn has_log_vdevs(&self) -> bool {
+        self.vdevs.read().iter().any(|t| t.log)
+    }
+
     /// True if vdev `id` is a separate log device.
     pub fn is_log_vdev(&self, id: u32) -> bool {
         self.vdevs.read().get(id as usize).is_some_and(|t| t.log)

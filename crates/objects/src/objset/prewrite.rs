@@ -1,0 +1,258 @@
+//! Writes logged by reference (ZFS's WR_INDIRECT, `dmu_sync`): at an intent-log
+//! commit, the full blocks a large write covers are written at their final place
+//! and the log records their block pointers instead of the bytes; the sync of
+//! their txg links those blocks into the tree instead of writing them again.
+//!
+//! Invariants:
+//! - A block is prewritten only from the record of the *open* txg the write's
+//!   itx belongs to, and carries that txg as its birth; the sync of that txg
+//!   links it only if the layer it froze still holds the very same record
+//!   (`Arc::ptr_eq`) at the block size it syncs, so a later change in the same
+//!   txg makes the sync write the newer bytes.
+//! - Every prewritten block is owned by exactly one of: the override table, the
+//!   orphan list, the tree (once a sync linked it). A sync takes every override
+//!   of its txg or older (and closes the table for them: a block registered late
+//!   becomes an orphan) and frees what it does not link; orphans are freed by the
+//!   next sync. Frees are deferred past the freeing commit, and a record of txg T
+//!   is replayed only if T did not commit, so a logged block is intact whenever
+//!   replay reads it.
+//! - Replay claims a logged block, reads it (checksummed) and re-applies the bytes
+//!   written as an ordinary write; the claimed block is then an orphan, freed by
+//!   the commit that makes the replayed write part of the tree. The blocks of a
+//!   group are all read before any of its records applies: a group whose block
+//!   does not verify (its log flush never completed) is dropped whole and ends
+//!   the log.
+
+use super::ObjectSet;
+use crate::zil::Record;
+use cachalot_pool::blkptr::checksum;
+use cachalot_pool::compress::decompress;
+use cachalot_pool::{BlkPtr, BlockType, Compression, WriteOpts};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A prewritten block: the record it was written from, and where it went.
+type Early = HashMap<(u64, u64), (Arc<[u8]>, BlkPtr)>;
+
+/// Blocks prewritten for the intent log, by (object, block id).
+#[derive(Default)]
+pub(super) struct Overrides {
+    map: Early,
+    /// Highest txg whose sync took the table: later registrations of that txg
+    /// or older are orphans.
+    closed: u64,
+    orphans: Vec<BlkPtr>,
+}
+
+/// What a sync took from the table: blocks it may link, blocks to free.
+pub(super) struct Taken {
+    pub map: Early,
+    pub free: Vec<BlkPtr>,
+}
+
+impl ObjectSet {
+    /// The intent-log commit: lazy writes resolved, large writes by reference
+    /// (see `Zil::commit`).
+    pub fn zil_commit(
+        &self,
+        upto: (u64, u64),
+    ) -> std::result::Result<crate::zil::CommitOutcome, cachalot_pool::PoolError> {
+        self.zil.commit(upto, &|rec, txg, by_ref| {
+            self.resolve_logged(rec, txg, by_ref)
+        })
+    }
+
+    /// The records to log for a write (`Zil::commit`'s resolver).
+    fn resolve_logged(&self, rec: &Record, txg: u64, by_ref: bool) -> Option<Vec<Record>> {
+        match rec {
+            Record::Write { obj, off, data } if by_ref => {
+                let bytes =
+                    |a: u64, b: u64| Some(data[(a - off) as usize..(b - off) as usize].into());
+                self.prewrite(*obj, *off, data.len() as u64, txg, &bytes)
+            }
+            Record::WriteLazy { obj, off, len } => {
+                // The object's bytes now (zeros past its end); none if it is gone.
+                let read = |a: u64, b: u64| -> Option<Arc<[u8]>> {
+                    let mut v = self.read(*obj, a, (b - a) as usize).ok()?;
+                    v.resize((b - a) as usize, 0);
+                    Some(v.into())
+                };
+                if by_ref {
+                    if let Some(v) = self.prewrite(*obj, *off, *len, txg, &read) {
+                        return Some(v);
+                    }
+                }
+                let data = read(*off, off + len);
+                Some(
+                    data.map(|data| {
+                        vec![Record::Write {
+                            obj: *obj,
+                            off: *off,
+                            data,
+                        }]
+                    })
+                    .unwrap_or_default(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// Write in place the full blocks of a write of `[off, off + len)` to `obj`
+    /// (txg `txg`) that the open txg still holds, and return the records to log
+    /// for the write: a `WriteRef` per such block, `Write`s with `bytes` of the
+    /// rest. `None`: log the write as it is (its txg is no longer open, no full
+    /// block, or a block write failed; the bytes in the log are then the durable
+    /// copy).
+    pub fn prewrite(
+        &self,
+        obj: u64,
+        off: u64,
+        len: u64,
+        txg: u64,
+        bytes: &dyn Fn(u64, u64) -> Option<Arc<[u8]>>,
+    ) -> Option<Vec<Record>> {
+        let end = off + len;
+        let props = self.props();
+        type Blocks = Vec<(u64, Arc<[u8]>)>;
+        let (bs, blocks): (u64, Blocks) = {
+            let inner = self.inner.lock();
+            if inner.open_txg != txg {
+                return None;
+            }
+            let st = inner.objects.get(&obj)?;
+            let bs = st.blksz as u64;
+            let zeros_are_holes = props.compression != Compression::Off;
+            let blocks = (off.div_ceil(bs)..end / bs)
+                .filter_map(|b| {
+                    let r = st.open.records.get(&b)?;
+                    // A punched record (empty) or a block the sync would store as
+                    // a hole is cheaper logged as bytes.
+                    let usable =
+                        r.len() as u64 == bs && !(zeros_are_holes && r.iter().all(|x| *x == 0));
+                    usable.then(|| (b, r.clone()))
+                })
+                .collect();
+            (bs, blocks)
+        };
+        if blocks.is_empty() {
+            return None;
+        }
+        let written = self.write_blocks(txg, &blocks, props.compression)?;
+        {
+            let mut o = self.overrides.lock();
+            for ((b, r), bp) in blocks.iter().zip(&written) {
+                if txg > o.closed {
+                    if let Some((_, old)) = o.map.insert((obj, *b), (r.clone(), *bp)) {
+                        o.orphans.push(old);
+                    }
+                } else {
+                    o.orphans.push(*bp);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(blocks.len() + 2);
+        let mut pos = off;
+        for ((b, _), bp) in blocks.iter().zip(written) {
+            let start = b * bs;
+            if start > pos {
+                out.push(Record::Write {
+                    obj,
+                    off: pos,
+                    data: bytes(pos, start)?,
+                });
+            }
+            out.push(Record::WriteRef {
+                obj,
+                off: start,
+                len: bs,
+                bp,
+            });
+            pos = start + bs;
+        }
+        if pos < end {
+            out.push(Record::Write {
+                obj,
+                off: pos,
+                data: bytes(pos, end)?,
+            });
+        }
+        Some(out)
+    }
+
+    /// Checksum, compress and write `blocks` (born in `txg`). On an error the
+    /// blocks already written become orphans and `None` is returned.
+    fn write_blocks(
+        &self,
+        txg: u64,
+        blocks: &[(u64, Arc<[u8]>)],
+        compression: Compression,
+    ) -> Option<Vec<BlkPtr>> {
+        let mut out = Vec::with_capacity(blocks.len());
+        for (_, r) in blocks {
+            let c = self.incompressible.choose(compression);
+            let opts = WriteOpts {
+                compression: c,
+                block_type: BlockType::Data,
+                level: 0,
+                fill: 1,
+            };
+            match self.cache.pool.write_block(txg, r, opts) {
+                Ok(bp) => {
+                    self.incompressible.outcome(c, &bp);
+                    out.push(bp);
+                }
+                Err(_) => {
+                    self.overrides.lock().orphans.extend(out);
+                    return None;
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Sync of `txg`: take the overrides it may link, and what must be freed.
+    pub(super) fn take_overrides(&self, txg: u64) -> Taken {
+        let mut o = self.overrides.lock();
+        o.closed = o.closed.max(txg);
+        let (mine, later): (HashMap<_, _>, HashMap<_, _>) = std::mem::take(&mut o.map)
+            .into_iter()
+            .partition(|(_, (_, bp))| bp.birth_txg <= txg);
+        o.map = later;
+        Taken {
+            map: mine,
+            free: std::mem::take(&mut o.orphans),
+        }
+    }
+
+    /// Replay of a write by reference: claim the block (freed by the next sync,
+    /// after the replayed write is in the tree) and read it. `Ok(None)`: it does
+    /// not verify, so the log flush that would have made its record durable never
+    /// completed (the block and the log block are flushed together): the log ends
+    /// there, as at an unwritten log block, and no checksum error is counted.
+    /// `Err`: the block overlaps live data (damage, reported).
+    pub(super) fn fetch_write_ref(
+        &self,
+        bp: &BlkPtr,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let pool = &self.cache.pool;
+        for d in bp.dva_iter() {
+            if !pool.claim_log_block(d) {
+                return Err(format!(
+                    "intent log write by reference at vdev {} offset {:#x} overlaps live data: log ends there",
+                    d.vdev, d.offset
+                ));
+            }
+        }
+        self.overrides.lock().orphans.push(*bp);
+        let psize = bp.psize as usize;
+        let verify = |b: &[u8]| b.len() >= psize && checksum(&b[..psize]) == bp.checksum;
+        let Some(phys) = bp
+            .dva_iter()
+            .find_map(|d| pool.read_log_block(d, &verify).ok())
+        else {
+            return Ok(None);
+        };
+        Ok(decompress(bp.compression, &phys[..psize], bp.lsize as usize).ok())
+    }
+}
