@@ -12,6 +12,7 @@
 
 pub mod error;
 pub mod fuzz;
+pub mod job_routes;
 pub mod jobs;
 pub mod requests;
 pub mod routes;

@@ -752,7 +752,7 @@ struct ApiDoc;
 
 /// The routes with their description.
 fn build() -> OpenApiRouter<Arc<Daemon>> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let r = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(list_pools, create_pool))
         .routes(routes!(pool_status, destroy_pool))
         .routes(routes!(export_pool))
@@ -772,7 +772,8 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(analytics_show))
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
-        .routes(routes!(openapi_json))
+        .routes(routes!(openapi_json));
+    super::job_routes::add(r)
 }
 
 /// The `/api/v1` resource routes (merged into the HTTP router).
