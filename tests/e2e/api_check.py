@@ -248,6 +248,43 @@ assert st == 404 and v["error"]["code"] == "not_found", (st, v)
 cli("debug", "read", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
 ok("DELETE", "/pools/mir")
 
+print("--- iSCSI and NBD shares of a volume; share list with clients")
+for proto in ("iscsi", "nbd"):
+    refused("PUT", f"/shares/{proto}/{q('tank/vol')}", status=401, code="unauthorized", token=None)
+    refused("PUT", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
+    ok("PUT", f"/shares/{proto}/{q('tank/vol')}")
+    assert prop("tank/vol", f"share{proto}") == "on", proto
+rows = ok("GET", "/shares")
+mine = {r["protocol"]: r for r in rows if r["name"] == "tank/vol"}
+assert set(mine) == {"iscsi", "nbd"}, rows
+assert mine["iscsi"]["path"].startswith("iqn.") and mine["iscsi"]["clients"] == [], mine
+assert [line.split("\t")[:2] for line in cli("share", "list", "-H").splitlines() if line.startswith("tank/vol\t")] \
+    == [["tank/vol", "iscsi"], ["tank/vol", "nbd"]]
+for proto in ("iscsi", "nbd"):
+    ok("DELETE", f"/shares/{proto}/{q('tank/vol')}")
+    assert prop("tank/vol", f"share{proto}") == "off", proto
+assert not [r for r in ok("GET", "/shares") if r["name"] == "tank/vol"]
+
+print("--- replication: list with lag, pause, resume, run")
+assert ok("GET", "/replication") == []
+cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
+rows = ok("GET", "/replication")
+assert [r["name"] for r in rows] == ["r1"] and rows[0]["state"] == "paused" and "lag" in rows[0], rows
+assert ok("GET", "/replication/r1") == rows
+refused("GET", "/replication/nosuch", status=404, code="not_found")
+refused("POST", "/replication/r1/resume", status=401, code="unauthorized", token=None)
+refused("POST", "/replication/nosuch/resume", status=404, code="not_found")
+ok("POST", "/replication/r1/resume")
+assert cli("replication", "list", "-H").split("\t")[3] != "paused", cli("replication", "list", "-H")
+ok("POST", "/replication/r1/pause")
+assert cli("replication", "list", "-H").split("\t")[3] == "paused"
+# No peer listens at 127.0.0.1:9: the cycle fails, with a JSON error and the
+# failure recorded in the list.
+st, v = api("POST", "/replication/r1/run")
+assert 400 <= st < 600 and v["error"]["message"], (st, v)
+assert ok("GET", "/replication/r1")[0]["last_error"], "the failed run is recorded"
+cli("replication", "destroy", "r1")
+
 print("--- destroy, export, import")
 ok("DELETE", f"/datasets/{q('tank/vol')}")
 assert "tank/vol" not in cli("list", "-H", "-o", "name")

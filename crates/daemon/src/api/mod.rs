@@ -16,6 +16,7 @@ pub mod job_routes;
 pub mod jobs;
 pub mod requests;
 pub mod routes;
+pub mod share_routes;
 pub mod tls;
 pub mod tokens;
 

@@ -773,7 +773,7 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
-    super::job_routes::add(r)
+    super::share_routes::add(super::job_routes::add(r))
 }
 
 /// The `/api/v1` resource routes (merged into the HTTP router).

@@ -85,6 +85,12 @@ fn every_api_route_is_documented() {
         "/api/v1/jobs/{id}",
         "/api/v1/jobs/{id}/events",
         "/api/v1/pools/{pool}/replace",
+        "/api/v1/shares/iscsi/{name}",
+        "/api/v1/shares/nbd/{name}",
+        "/api/v1/replication",
+        "/api/v1/replication/{name}/run",
+        "/api/v1/replication/{name}/pause",
+        "/api/v1/replication/{name}/resume",
         "/api/v1/openapi.json",
     ] {
         assert!(paths.iter().any(|x| x == p), "{p} not documented");
