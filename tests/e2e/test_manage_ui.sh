@@ -182,7 +182,7 @@ try:
     # Replication: a relationship made with the CLI, paused; resume and pause it
     # by clicks (its peer does not exist: the list still shows it, with its lag).
     cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
-    b.open(f"http://{addr}/#/manage")  # reload: the token stays for the tab
+    b.open(f"http://{addr}/?reload=1#/manage")  # a reload: the token stays for the tab
     b.wait("the relationship in the table", "return document.querySelector('#m-repl tr[data-repl=\"r1\"] button[data-act=\"repl-resume\"]') !== null")
     click('#m-repl tr[data-repl="r1"] button[data-act="repl-resume"]')
     b.done("resume", "cachalot replication resume r1")

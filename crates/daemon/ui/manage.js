@@ -105,7 +105,7 @@
     } catch (e) { say(e.message, true); }
     $("m-shares").innerHTML = "<tr><th>NAME</th><th>PROTOCOL</th><th>PATH OR TARGET</th><th>CLIENTS</th><th>STATE</th></tr>" +
       shares.map((r) => `<tr data-share="${esc(r.name + " " + r.protocol)}"><td>${esc(r.name)}</td><td>${esc(r.protocol)}</td><td>${esc(r.path)}</td>` +
-        `<td>${esc((r.clients || []).join(", ") || "-")}</td><td>${esc(r.state)}</td></tr>`).join("");
+        `<td>${esc((Array.isArray(r.clients) ? r.clients.join(", ") : r.clients) || "-")}</td><td>${esc(r.state)}</td></tr>`).join("");
     const ago = (s) => (s === null || s === undefined ? "-" : s < 120 ? s + "s" : s < 7200 ? Math.round(s / 60) + "m" : Math.round(s / 3600) + "h");
     $("m-repl").innerHTML = "<tr><th>NAME</th><th>SOURCE</th><th>TARGET</th><th>STATE</th><th>LAG</th><th>LAST SYNC</th><th>LAST ERROR</th><th></th></tr>" +
       repl.map((r) => `<tr data-repl="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(r.source)}</td><td>${esc(r.target)}</td><td>${esc(r.state)}</td>` +
