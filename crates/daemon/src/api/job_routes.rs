@@ -110,7 +110,10 @@ async fn job_events(
         .parse()
         .map_err(|_| ApiError::invalid(format!("job id '{id}' is not a number")))?;
     if d.api.jobs.get(n).is_none() {
-        return Err(ApiError::new("not_found", format!("job {n} does not exist")));
+        return Err(ApiError::new(
+            "not_found",
+            format!("job {n} does not exist"),
+        ));
     }
     let stream = futures_util::stream::unfold(
         (d, n, String::new(), false),
@@ -120,13 +123,19 @@ async fn job_events(
             }
             loop {
                 let Some(job) = d.api.jobs.get(n) else {
-                    let ev = Event::default().event("gone").data(format!("job {n} was dropped"));
+                    let ev = Event::default()
+                        .event("gone")
+                        .data(format!("job {n} was dropped"));
                     return Some((Ok(ev), (d, n, last, true)));
                 };
                 let body = serde_json::to_string(&job).unwrap_or_default();
                 let finished = job.state != "running";
                 if body != last {
-                    let kind = if finished { job.state.as_str() } else { "progress" };
+                    let kind = if finished {
+                        job.state.as_str()
+                    } else {
+                        "progress"
+                    };
                     let ev = Event::default().event(kind).data(body.clone());
                     return Some((Ok(ev), (d, n, body, finished)));
                 }
@@ -142,5 +151,6 @@ async fn job_events(
 
 /// Add these routes (with their description) to the API's router.
 pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
-    r.routes(routes!(replace_device)).routes(routes!(job_events))
+    r.routes(routes!(replace_device))
+        .routes(routes!(job_events))
 }

@@ -103,12 +103,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
 /// Run one typed request on the blocking pool.
 pub async fn run<R: Op>(d: Arc<Daemon>, r: R) -> ApiResult {
     let req = r.request();
-    tokio::task::spawn_blocking(move || d.handle(&req))
+    let resp = tokio::task::spawn_blocking(move || d.handle(&req))
         .await
-        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?
-        .into_result()
-        .map(Json)
-        .map_err(ApiError::from_daemon)
+        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?;
+    if resp.ok {
+        Ok(Json(resp.into_result().unwrap_or_default()))
+    } else {
+        Err(ApiError::from_response(resp))
+    }
 }
 
 // ---- pools ----

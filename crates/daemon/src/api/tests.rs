@@ -176,3 +176,103 @@ async fn every_documented_route_answers_and_changes_need_a_token() {
     d.shutdown();
     std::fs::remove_dir_all(&home).unwrap();
 }
+
+async fn send_json(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    token: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+/// Error codes follow the engine's error kind, not the message's words: these
+/// engine refusals are `StoreError::Invalid` whose text matches none of the
+/// message rules (`classify` calls them `failed`, 422), and a missing pool is
+/// not-found by kind.
+#[tokio::test]
+async fn error_codes_come_from_the_error_kind() {
+    let (d, home) = test_daemon("kinds");
+    let app = crate::http::router(d.clone());
+    let t = d.token().to_string();
+    let img = home.join("d0.img");
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/pools",
+        &t,
+        serde_json::json!({"name": "tank", "vdevs": [img], "size": "128M"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/datasets",
+        &t,
+        serde_json::json!({"name": "tank/vol", "volume_size": "16M"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for (method, uri, body) in [
+        // "'tank/vol' is not a clone"
+        (
+            "POST",
+            "/api/v1/datasets/tank%2Fvol/promote",
+            serde_json::json!({}),
+        ),
+        // "property 'recordsize' does not apply to volumes (...)"
+        (
+            "PUT",
+            "/api/v1/datasets/tank%2Fvol/properties/recordsize",
+            serde_json::json!({"value": "16K"}),
+        ),
+    ] {
+        let (st, v) = send_json(&app, method, uri, &t, body).await;
+        let msg = v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            super::error::classify(&msg),
+            "failed",
+            "the message rules alone would not find this one: {msg}"
+        );
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{method} {uri}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_request", "{v}");
+    }
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/pools/nosuch/scrub",
+        &t,
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    // The RPC endpoint carries the kind too.
+    let (_, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/call",
+        &t,
+        serde_json::json!({"op": "snap.promote", "args": {"name": "tank/vol"}}),
+    )
+    .await;
+    assert_eq!(v["code"], "invalid_request", "{v}");
+    d.shutdown();
+    std::fs::remove_dir_all(&home).unwrap();
+}
