@@ -70,6 +70,6 @@ for p in ["/", "/ui/app.js", "/ui/app.css", "/ui/manage.js"]:
     weight += n
     print(f"page weight {p:16s} {n:7d} bytes")
 print(f"page weight total: {weight} bytes in 4 requests (no compression, no outside resources); "
-      f"the manage page then fetches /api/v1/pools, /pools/NAME, /datasets, /snapshots")
+      f"the manage page then fetches /api/v1/pools, /pools/NAME, /datasets, /snapshots, /shares, /replication")
 PY
 stop_daemon
