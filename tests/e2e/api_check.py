@@ -67,7 +67,8 @@ def refused(method, path, body=None, status=400, code="invalid_request", token=T
 print("--- openapi: every route described")
 doc = ok("GET", "/openapi.json")
 for p in ["/api/v1/pools", "/api/v1/datasets", "/api/v1/snapshots/{name}/rollback",
-          "/api/v1/shares/nfs/{name}", "/api/v1/jobs/{id}", "/api/v1/call"]:
+          "/api/v1/shares/nfs/{name}", "/api/v1/jobs/{id}", "/api/v1/call",
+          "/api/v1/pools/{pool}/replace", "/api/v1/jobs/{id}/events"]:
     assert p in doc["paths"], p
 assert doc["components"]["securitySchemes"]["token"]["scheme"].lower() == "bearer"
 
@@ -195,6 +196,94 @@ assert any(j["id"] == job["id"] for j in ok("GET", "/jobs"))
 refused("GET", "/jobs/424242", status=404, code="not_found")
 refused("GET", "/jobs/x")
 refused("POST", "/pools/nosuch/scrub", status=404, code="not_found")
+
+print("--- resilver as a job (pool replace), streamed as server-sent events")
+
+
+def events(job_id):
+    """(event, data) pairs of GET /jobs/ID/events, read until the stream ends."""
+    out, kind = [], None
+    with urllib.request.urlopen(f"{BASE}/jobs/{job_id}/events", timeout=60) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+        for line in r:
+            line = line.decode().rstrip("\n")
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                out.append((kind, json.loads(line[5:].strip())))
+    return out
+
+
+m = [f"{WORK}/m{i}.img" for i in range(3)]
+ok("POST", "/pools", {"name": "mir", "vdevs": ["mirror", m[0], m[1]], "size": "128M"})
+ok("POST", "/datasets", {"name": "mir/d"})
+obj = cli("debug", "create", "mir/d").strip()
+cli("debug", "write", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
+cli("pool", "sync", "mir")
+refused("POST", "/pools/mir/replace", {"old": m[1], "new": m[2], "bogus": 1})
+refused("POST", "/pools/mir/replace", {"old": 5})
+refused("POST", "/pools/nosuch/replace", {"old": m[1], "new": m[2]}, status=404, code="not_found")
+refused("POST", "/pools/mir/replace", {"old": m[1], "new": m[2]}, status=401, code="unauthorized", token=None)
+st, v = api("POST", "/pools/mir/replace", {"old": f"{WORK}/nothere.img", "new": m[2], "size": "128M"})
+assert 400 <= st < 500 and "error" in v, (st, v)
+assert m[2] not in cli("pool", "status", "mir"), "a refused replace changed the pool"
+job = ok("POST", "/pools/mir/replace", {"old": m[1], "new": m[2], "size": "128M"}, status=202)
+assert job["kind"] == "resilver" and job["target"] == "mir", job
+evs = events(job["id"])
+print(f"  {len(evs)} events: {[k for k, _ in evs]}")
+assert evs, "no event"
+assert all(k == "progress" for k, _ in evs[:-1]), evs
+last_kind, last = evs[-1]
+assert last_kind == "done" and last["state"] == "done" and last["progress"] == 1.0, evs[-1]
+assert last["detail"]["kind"] == "resilver" and last["detail"]["resilvered"] > 0, last
+assert ok("GET", f"/jobs/{job['id']}") == last, "the stream's last event is the job"
+status = cli("pool", "status", "mir")
+config = [line for line in status.splitlines() if line.startswith("\t")]
+assert any(m[2] in line for line in config) and not any(m[1] in line for line in config), status
+assert "resilvered" in status, status
+# A finished job's stream is one event, then the end.
+assert [k for k, _ in events(job["id"])] == ["done"]
+st, v = api("GET", "/jobs/424242/events")
+assert st == 404 and v["error"]["code"] == "not_found", (st, v)
+cli("debug", "read", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
+ok("DELETE", "/pools/mir")
+
+print("--- iSCSI and NBD shares of a volume; share list with clients")
+for proto in ("iscsi", "nbd"):
+    refused("PUT", f"/shares/{proto}/{q('tank/vol')}", status=401, code="unauthorized", token=None)
+    refused("PUT", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
+    ok("PUT", f"/shares/{proto}/{q('tank/vol')}")
+    assert prop("tank/vol", f"share{proto}") == "on", proto
+rows = ok("GET", "/shares")
+mine = {r["protocol"]: r for r in rows if r["name"] == "tank/vol"}
+assert set(mine) == {"iscsi", "nbd"}, rows
+assert mine["iscsi"]["path"].startswith("iqn.") and mine["iscsi"]["clients"] == [], mine
+assert [line.split("\t")[:2] for line in cli("share", "list", "-H").splitlines() if line.startswith("tank/vol\t")] \
+    == [["tank/vol", "iscsi"], ["tank/vol", "nbd"]]
+for proto in ("iscsi", "nbd"):
+    ok("DELETE", f"/shares/{proto}/{q('tank/vol')}")
+    assert prop("tank/vol", f"share{proto}") == "off", proto
+assert not [r for r in ok("GET", "/shares") if r["name"] == "tank/vol"]
+
+print("--- replication: list with lag, pause, resume, run")
+assert ok("GET", "/replication") == []
+cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
+rows = ok("GET", "/replication")
+assert [r["name"] for r in rows] == ["r1"] and rows[0]["state"] == "paused" and "lag" in rows[0], rows
+assert ok("GET", "/replication/r1") == rows
+refused("GET", "/replication/nosuch", status=404, code="not_found")
+refused("POST", "/replication/r1/resume", status=401, code="unauthorized", token=None)
+refused("POST", "/replication/nosuch/resume", status=404, code="not_found")
+ok("POST", "/replication/r1/resume")
+assert cli("replication", "list", "-H").split("\t")[3] != "paused", cli("replication", "list", "-H")
+ok("POST", "/replication/r1/pause")
+assert cli("replication", "list", "-H").split("\t")[3] == "paused"
+# No peer listens at 127.0.0.1:9: the cycle fails, with a JSON error and the
+# failure recorded in the list.
+st, v = api("POST", "/replication/r1/run")
+assert 400 <= st < 600 and v["error"]["message"], (st, v)
+assert ok("GET", "/replication/r1")[0]["last_error"], "the failed run is recorded"
+cli("replication", "destroy", "r1")
 
 print("--- destroy, export, import")
 ok("DELETE", f"/datasets/{q('tank/vol')}")

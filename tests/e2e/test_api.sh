@@ -6,7 +6,8 @@
 # destroy of a busy dataset or snapshot) gets a JSON error with a stable code and
 # changes nothing; changes without a token are 401, with a wrong or revoked one
 # 403, and change nothing; named tokens are created, listed and revoked with the
-# CLI and never appear in the daemon's log; scrub runs as a job polled to the end.
+# CLI and never appear in the daemon's log; scrub runs as a job polled to the end;
+# pool replace runs its resilver as a job streamed as server-sent events.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

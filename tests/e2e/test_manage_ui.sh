@@ -4,8 +4,9 @@
 # (chromedriver's WebDriver API, tests/e2e/webdriver.py): type the API token,
 # create a pool from a file, create the MySQL datasets (16K data / 128K log, with
 # the reason shown), take snapshots, clone one, roll back through the confirmation
-# that lists what is lost (cancel first: nothing changes), share over NFS, and see
-# a change refused without the token. Each step is checked through the CLI
+# that lists what is lost (cancel first: nothing changes), share over NFS, create
+# a volume and share it over iSCSI and NBD (`share list` shows both), resume and
+# pause a replication relationship, and see a change refused without the token. Each step is checked through the CLI
 # afterwards; each shows its CLI equivalent; screenshots go to $ARTIFACTS.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -149,6 +150,48 @@ try:
     assert prop("tank/mysql", "sharenfs").startswith("rw=127.0.0.1,"), prop("tank/mysql", "sharenfs")
     b.shot("7-nfs-share")
 
+    # A volume, shared over iSCSI and NBD by clicks; `share list` shows both.
+    b.type("#m-vol-name", "tank/vol1")
+    b.type("#m-vol-size", "32M")
+    click("#m-vol-create")
+    b.done("create volume", "cachalot create -V 32M tank/vol1")
+    assert cli("list", "-H", "-t", "volume", "-o", "name").split() == ["tank/vol1"]
+    b.wait("the volume in the share form", "return document.querySelector('#m-blk-vol option[value=\"tank/vol1\"]') !== null")
+    click('#m-blk-vol option[value="tank/vol1"]')
+    click('#m-blk-proto option[value="iscsi"]')
+    click("#m-blk-share")
+    b.done("iSCSI share", "cachalot set shareiscsi=on tank/vol1")
+    assert prop("tank/vol1", "shareiscsi") == "on"
+    click('#m-blk-proto option[value="nbd"]')
+    click("#m-blk-share")
+    b.done("NBD share", "cachalot set sharenbd=on tank/vol1")
+    assert prop("tank/vol1", "sharenbd") == "on"
+    rows = [line.split("\t") for line in cli("share", "list", "-H").splitlines()]
+    assert ["tank/vol1", "iscsi"] in [r[:2] for r in rows], rows
+    assert ["tank/vol1", "nbd"] in [r[:2] for r in rows], rows
+    shares = b.js("return document.getElementById('m-shares').innerText")
+    assert "iqn." in shares and "nbd" in shares and "tank/mysql" in shares, shares
+    b.shot("8-block-shares")
+    # Stopping a share asks first.
+    click("#m-blk-unshare")
+    b.wait("the unshare confirmation", "return !document.getElementById('m-confirm').hidden")
+    click("#m-confirm-ok")
+    b.done("NBD unshare", "cachalot set sharenbd=off tank/vol1")
+    assert prop("tank/vol1", "sharenbd") == "off" and prop("tank/vol1", "shareiscsi") == "on"
+
+    # Replication: a relationship made with the CLI, paused; resume and pause it
+    # by clicks (its peer does not exist: the list still shows it, with its lag).
+    cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
+    b.open(f"http://{addr}/?reload=1#/manage")  # a reload: the token stays for the tab
+    b.wait("the relationship in the table", "return document.querySelector('#m-repl tr[data-repl=\"r1\"] button[data-act=\"repl-resume\"]') !== null")
+    click('#m-repl tr[data-repl="r1"] button[data-act="repl-resume"]')
+    b.done("resume", "cachalot replication resume r1")
+    assert "paused" not in cli("replication", "list", "-H").split("\t")[3], cli("replication", "list", "-H")
+    click('#m-repl tr[data-repl="r1"] button[data-act="repl-pause"]')
+    b.done("pause", "cachalot replication pause r1")
+    assert cli("replication", "list", "-H").split("\t")[3] == "paused", cli("replication", "list", "-H")
+    b.shot("9-replication")
+
     # Without the token a change is refused and nothing changes.
     b.type("#m-token", "")
     click("#m-token-save")
@@ -157,8 +200,8 @@ try:
     msg = b.wait("the refusal", "const m = document.getElementById('m-msg'); return !m.hidden && m.textContent.startsWith('Refused') ? m.textContent : null")
     assert "unauthorized" in msg, msg
     assert "nope" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
-    b.shot("8-refused-without-token")
-    print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback and NFS share ({clicks} clicks)")
+    b.shot("10-refused-without-token")
+    print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({clicks} clicks)")
 finally:
     b.close()
 PY

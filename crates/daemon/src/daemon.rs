@@ -197,7 +197,15 @@ pub fn is_read_only(op: &str) -> bool {
 }
 
 fn se(e: StoreError) -> String {
-    proto::one_line(&e.to_string())
+    crate::error_kind::tag(e.kind(), proto::one_line(&e.to_string()))
+}
+
+/// "pool 'NAME' does not exist", as an error of kind not-found.
+fn no_such_pool(name: &str) -> String {
+    crate::error_kind::tag(
+        cachalot_datasets::ErrorKind::NotFound,
+        format!("pool '{name}' does not exist"),
+    )
 }
 
 fn log(msg: impl std::fmt::Display) {
@@ -331,6 +339,7 @@ impl Daemon {
         if self.is_shutting_down() {
             return Response::err("the daemon is shutting down");
         }
+        crate::error_kind::reset();
         match guarded(&req.op, || self.dispatch(req)) {
             Ok(v) => Response::ok(v),
             Err(e) => {
@@ -338,7 +347,10 @@ impl Daemon {
                 if e.starts_with("internal error in ") {
                     self.fail_closed(req, &e);
                 }
-                Response::err(e)
+                let kind = crate::error_kind::take(&e);
+                let mut r = Response::err(e);
+                r.code = kind.map(|k| crate::error_kind::code(k).to_string());
+                r
             }
         }
     }
@@ -457,7 +469,7 @@ impl Daemon {
 
     fn store(&self, name: &str) -> Result<Arc<Store>, String> {
         match self.pools.read().get(name) {
-            None => Err(format!("pool '{name}' does not exist")),
+            None => Err(no_such_pool(name)),
             Some(PoolSlot { store: Some(s), .. }) => Ok(s.clone()),
             Some(slot) => Err(format!(
                 "pool '{name}' is unavailable: {}",
@@ -732,7 +744,7 @@ impl Daemon {
         let store = {
             let pools = self.pools.read();
             match pools.get(&name) {
-                None => return Err(format!("pool '{name}' does not exist")),
+                None => return Err(no_such_pool(&name)),
                 Some(slot) => slot.store.clone(),
             }
         };
@@ -766,7 +778,7 @@ impl Daemon {
     fn selected_pools(&self, name: Option<&str>) -> Result<Vec<String>, String> {
         let pools = self.pools.read();
         match name {
-            Some(n) if !pools.contains_key(n) => Err(format!("pool '{n}' does not exist")),
+            Some(n) if !pools.contains_key(n) => Err(no_such_pool(n)),
             Some(n) => Ok(vec![n.to_string()]),
             None => Ok(pools.keys().cloned().collect()),
         }

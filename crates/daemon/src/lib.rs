@@ -12,6 +12,7 @@
 pub mod api;
 pub mod client;
 pub mod daemon;
+pub mod error_kind;
 pub mod frames;
 pub mod http;
 pub mod pattern;

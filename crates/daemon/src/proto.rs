@@ -35,6 +35,10 @@ pub struct Response {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The error's kind as an API code (`not_found`, `busy`...), when the op
+    /// knew it (see `error_kind`); clients that only show `error` ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 impl Response {
@@ -43,6 +47,7 @@ impl Response {
             ok: true,
             result: Some(result),
             error: None,
+            code: None,
         }
     }
 
@@ -51,6 +56,7 @@ impl Response {
             ok: false,
             result: None,
             error: Some(one_line(&msg.to_string())),
+            code: None,
         }
     }
 

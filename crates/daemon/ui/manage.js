@@ -1,5 +1,7 @@
 // The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
-// (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares.
+// (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares,
+// volumes shared over iSCSI or NBD, every share with its clients, and replication
+// relationships with their lag (run, pause, resume).
 // Every action calls the REST API under /api/v1 (the same typed requests as the
 // CLI) and shows its CLI equivalent; destructive ones ask first. The API token is
 // typed in once and kept in sessionStorage: it travels only in the Authorization
@@ -72,7 +74,11 @@
   const snapCli = () => `cachalot snapshot ${sh($("m-snap-ds").value + "@" + $("m-snap-name").value)}`;
   const cloneCli = () => `cachalot clone ${sh($("m-clone-src").value)} ${sh($("m-clone-target").value)}`;
   const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
+  const volCli = () => `cachalot create -V ${sh($("m-vol-size").value)} ${sh($("m-vol-name").value)}`;
+  const blkCli = (on) => `cachalot set share${$("m-blk-proto").value}=${on ? "on" : "off"} ${sh($("m-blk-vol").value)}`;
   function showClis() {
+    $("m-vol-cli").textContent = volCli();
+    $("m-blk-cli").textContent = blkCli(true);
     $("m-pool-cli").textContent = poolCli();
     $("m-mysql-cli").textContent = mysqlCli();
     $("m-snap-cli").textContent = snapCli();
@@ -89,12 +95,24 @@
   }
 
   async function refresh() {
-    let pools = [], dss = [];
+    let pools = [], dss = [], shares = [], repl = [];
     try {
       pools = await call("GET", "/pools");
       dss = await call("GET", "/datasets?props=recordsize,sharenfs");
       snaps = await call("GET", "/snapshots?props=creation,written");
+      shares = await call("GET", "/shares");
+      repl = await call("GET", "/replication");
     } catch (e) { say(e.message, true); }
+    $("m-shares").innerHTML = "<tr><th>NAME</th><th>PROTOCOL</th><th>PATH OR TARGET</th><th>CLIENTS</th><th>STATE</th></tr>" +
+      shares.map((r) => `<tr data-share="${esc(r.name + " " + r.protocol)}"><td>${esc(r.name)}</td><td>${esc(r.protocol)}</td><td>${esc(r.path)}</td>` +
+        `<td>${esc((Array.isArray(r.clients) ? r.clients.join(", ") : r.clients) || "-")}</td><td>${esc(r.state)}</td></tr>`).join("");
+    const ago = (s) => (s === null || s === undefined ? "-" : s < 120 ? s + "s" : s < 7200 ? Math.round(s / 60) + "m" : Math.round(s / 3600) + "h");
+    $("m-repl").innerHTML = "<tr><th>NAME</th><th>SOURCE</th><th>TARGET</th><th>STATE</th><th>LAG</th><th>LAST SYNC</th><th>LAST ERROR</th><th></th></tr>" +
+      repl.map((r) => `<tr data-repl="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(r.source)}</td><td>${esc(r.target)}</td><td>${esc(r.state)}</td>` +
+        `<td>${ago(r.lag)}</td><td>${r.last_success ? new Date(r.last_success * 1000).toLocaleString() : "-"}</td><td>${esc(r.last_error || "-")}</td>` +
+        `<td><button data-act="repl-run" data-name="${esc(r.name)}">Run now</button> ` +
+        (r.state === "paused" ? `<button data-act="repl-resume" data-name="${esc(r.name)}">Resume</button>` : `<button data-act="repl-pause" data-name="${esc(r.name)}">Pause</button>`) +
+        "</td></tr>").join("");
     const details = await Promise.all(pools.map((p) => call("GET", "/pools/" + enc(p.name)).catch(() => null)));
     $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th></th></tr>" +
       pools.map((p, i) => {
@@ -116,6 +134,7 @@
     const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
     options($("m-snap-ds"), fss);
     options($("m-nfs-ds"), fss);
+    options($("m-blk-vol"), dss.filter((d) => d.type === "volume").map((d) => d.name));
     options($("m-clone-src"), snaps.map((s) => s.name));
     showClis();
   }
@@ -142,6 +161,12 @@
     if (!b) return;
     const name = b.dataset.name;
     if (b.dataset.act === "rollback") { rollback(name); return; }
+    for (const verb of ["run", "pause", "resume"]) {
+      if (b.dataset.act === "repl-" + verb) {
+        act(`cachalot replication ${verb} ${sh(name)}`, [() => call("POST", `/replication/${enc(name)}/${verb}`)]);
+        return;
+      }
+    }
     if (b.dataset.act === "destroy-snap") {
       const cli = `cachalot destroy ${sh(name)}`;
       confirmDialog(`Destroy snapshot ${name}?`, [`snapshot ${name} is destroyed (its clones must go first)`], cli, "Destroy",
@@ -163,7 +188,7 @@
       sessionStorage.setItem(KEY, $("m-token").value.trim());
       $("m-token-state").textContent = $("m-token").value.trim() ? "token set for this tab" : "no token: read only";
     };
-    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts"]) {
+    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto"]) {
       $(id).oninput = showClis;
       $(id).onchange = showClis;
     }
@@ -180,8 +205,15 @@
     $("m-snap-take").onclick = () => act(snapCli(), [() => call("POST", "/snapshots", { names: [$("m-snap-ds").value + "@" + $("m-snap-name").value] })]);
     $("m-clone-go").onclick = () => act(cloneCli(), [() => call("POST", `/snapshots/${enc($("m-clone-src").value)}/clone`, { target: $("m-clone-target").value })]);
     $("m-nfs-share").onclick = () => act(nfsCli(), [() => call("PUT", "/shares/nfs/" + enc($("m-nfs-ds").value), { options: $("m-nfs-opts").value })]);
+    $("m-vol-create").onclick = () => act(volCli(), [() => call("POST", "/datasets", { name: $("m-vol-name").value, volume_size: $("m-vol-size").value })]);
+    $("m-blk-share").onclick = () => act(blkCli(true), [() => call("PUT", `/shares/${$("m-blk-proto").value}/${enc($("m-blk-vol").value)}`)]);
+    $("m-blk-unshare").onclick = () => {
+      const cli = blkCli(false), vol = $("m-blk-vol").value, proto = $("m-blk-proto").value;
+      confirmDialog(`Stop sharing ${vol} over ${proto}?`, [`clients connected to ${vol} over ${proto} are disconnected`], cli, "Stop sharing",
+        () => act(cli, [() => call("DELETE", `/shares/${proto}/${enc(vol)}`)]));
+    };
     $("m-confirm-cancel").onclick = () => { $("m-confirm").hidden = true; say("Cancelled: nothing changed."); };
-    for (const t of ["m-pools", "m-datasets", "m-snaps"]) $(t).onclick = onTableClick;
+    for (const t of ["m-pools", "m-datasets", "m-snaps", "m-repl"]) $(t).onclick = onTableClick;
   }
 
   function route() {

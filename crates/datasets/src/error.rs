@@ -38,7 +38,42 @@ impl From<ObjError> for StoreError {
     }
 }
 
+/// What kind of failure an error is, for callers that answer with a code rather
+/// than a message (the REST API): chosen from the error's variant, never from
+/// its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    NotFound,
+    Exists,
+    Invalid,
+    Busy,
+    NoSpace,
+    /// The pool cannot serve now (exported).
+    Unavailable,
+    /// Anything else: the operation was valid and failed (I/O, read-only...).
+    Failed,
+}
+
 impl StoreError {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::NotFound(_) | StoreError::Obj(ObjError::NoSuchObject(_)) => {
+                ErrorKind::NotFound
+            }
+            StoreError::Exists(_) => ErrorKind::Exists,
+            StoreError::Invalid(_) | StoreError::Obj(ObjError::Invalid(_)) => ErrorKind::Invalid,
+            StoreError::Busy(_) => ErrorKind::Busy,
+            StoreError::Quota(_)
+            | StoreError::NoSpace(_)
+            | StoreError::Pool(PoolError::NoSpace) => ErrorKind::NoSpace,
+            StoreError::Exported(_) => ErrorKind::Unavailable,
+            StoreError::ReadOnly(_) | StoreError::Pool(_) | StoreError::Obj(ObjError::Pool(_)) => {
+                ErrorKind::Failed
+            }
+        }
+    }
+
     /// The errno a POSIX frontend reports for this error.
     pub fn errno(&self) -> i32 {
         match self {

@@ -17,7 +17,7 @@ mod volume;
 
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};
-pub use error::{Result, StoreError};
+pub use error::{ErrorKind, Result, StoreError};
 pub use scrub::ScrubStatus;
 pub use store::{
     DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,

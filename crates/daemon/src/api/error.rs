@@ -4,10 +4,12 @@
 //! Invariants:
 //! - `code` is one of [`CODES`]: clients may match on it; the message is for people
 //!   and may change.
-//! - The daemon answers with one-line messages; [`classify`] maps them onto a code
-//!   by the engine's fixed phrasings ("does not exist", "already exists", "busy",
-//!   ...), and anything it does not recognise is `failed` (HTTP 422), never a 5xx,
-//!   unless the daemon itself reported an internal error.
+//! - The code comes from the error's kind when the op knew it: engine errors
+//!   (`StoreError::kind`) and the daemon's own not-found errors carry it in
+//!   `Response::code` (see `crate::error_kind`). Only errors without a kind (the
+//!   daemon's other messages) fall back to [`classify`], which maps one-line
+//!   messages by fixed phrasings; anything it does not recognise is `failed`
+//!   (HTTP 422), never a 5xx, unless the daemon itself reported an internal error.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -68,6 +70,21 @@ impl ApiError {
     /// An error message from the daemon, with its code.
     pub fn from_daemon(message: String) -> ApiError {
         ApiError::new(classify(&message), message)
+    }
+
+    /// A failed response of the daemon: its code from the error's kind when the
+    /// op knew it (`Response::code`, see `error_kind`), else from the message.
+    pub fn from_response(resp: crate::proto::Response) -> ApiError {
+        let message = resp
+            .error
+            .unwrap_or_else(|| "request failed (no message)".to_string());
+        match resp
+            .code
+            .and_then(|c| CODES.iter().find(|(k, _)| *k == c).map(|(k, _)| *k))
+        {
+            Some(code) => ApiError::new(code, message),
+            None => ApiError::from_daemon(message),
+        }
     }
 }
 

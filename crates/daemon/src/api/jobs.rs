@@ -108,7 +108,14 @@ impl Jobs {
 
 /// Watch the scrub of `pool` (already started) as a job.
 pub fn watch_scrub(d: Arc<Daemon>, pool: &str) -> Result<Job, String> {
-    let job = d.api.jobs.add("scrub", pool);
+    watch_scan(d, pool, "scrub")
+}
+
+/// Watch the scan of `pool` (already started: a scrub, or the resilver a
+/// replace starts) as a job of `kind`. Both report through the pool status's
+/// `scrub` object, whose `kind` says which scan runs.
+pub fn watch_scan(d: Arc<Daemon>, pool: &str, kind: &str) -> Result<Job, String> {
+    let job = d.api.jobs.add(kind, pool);
     let (id, pool) = (job.id, pool.to_string());
     let dd = d.clone();
     std::thread::Builder::new()

@@ -12,9 +12,11 @@
 
 pub mod error;
 pub mod fuzz;
+pub mod job_routes;
 pub mod jobs;
 pub mod requests;
 pub mod routes;
+pub mod share_routes;
 pub mod tls;
 pub mod tokens;
 

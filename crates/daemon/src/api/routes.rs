@@ -103,12 +103,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
 /// Run one typed request on the blocking pool.
 pub async fn run<R: Op>(d: Arc<Daemon>, r: R) -> ApiResult {
     let req = r.request();
-    tokio::task::spawn_blocking(move || d.handle(&req))
+    let resp = tokio::task::spawn_blocking(move || d.handle(&req))
         .await
-        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?
-        .into_result()
-        .map(Json)
-        .map_err(ApiError::from_daemon)
+        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?;
+    if resp.ok {
+        Ok(Json(resp.into_result().unwrap_or_default()))
+    } else {
+        Err(ApiError::from_response(resp))
+    }
 }
 
 // ---- pools ----
@@ -752,7 +754,7 @@ struct ApiDoc;
 
 /// The routes with their description.
 fn build() -> OpenApiRouter<Arc<Daemon>> {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let r = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(list_pools, create_pool))
         .routes(routes!(pool_status, destroy_pool))
         .routes(routes!(export_pool))
@@ -772,7 +774,8 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(analytics_show))
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
-        .routes(routes!(openapi_json))
+        .routes(routes!(openapi_json));
+    super::share_routes::add(super::job_routes::add(r))
 }
 
 /// The `/api/v1` resource routes (merged into the HTTP router).

@@ -83,6 +83,14 @@ fn every_api_route_is_documented() {
         "/api/v1/snapshots/{name}/clone",
         "/api/v1/shares/nfs/{name}",
         "/api/v1/jobs/{id}",
+        "/api/v1/jobs/{id}/events",
+        "/api/v1/pools/{pool}/replace",
+        "/api/v1/shares/iscsi/{name}",
+        "/api/v1/shares/nbd/{name}",
+        "/api/v1/replication",
+        "/api/v1/replication/{name}/run",
+        "/api/v1/replication/{name}/pause",
+        "/api/v1/replication/{name}/resume",
         "/api/v1/openapi.json",
     ] {
         assert!(paths.iter().any(|x| x == p), "{p} not documented");
@@ -165,6 +173,106 @@ async fn every_documented_route_answers_and_changes_need_a_token() {
     assert_eq!(st, StatusCode::OK);
     let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert!(doc["paths"]["/api/v1/datasets"]["post"].is_object());
+    d.shutdown();
+    std::fs::remove_dir_all(&home).unwrap();
+}
+
+async fn send_json(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    token: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+/// Error codes follow the engine's error kind, not the message's words: these
+/// engine refusals are `StoreError::Invalid` whose text matches none of the
+/// message rules (`classify` calls them `failed`, 422), and a missing pool is
+/// not-found by kind.
+#[tokio::test]
+async fn error_codes_come_from_the_error_kind() {
+    let (d, home) = test_daemon("kinds");
+    let app = crate::http::router(d.clone());
+    let t = d.token().to_string();
+    let img = home.join("d0.img");
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/pools",
+        &t,
+        serde_json::json!({"name": "tank", "vdevs": [img], "size": "128M"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/datasets",
+        &t,
+        serde_json::json!({"name": "tank/vol", "volume_size": "16M"}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    for (method, uri, body) in [
+        // "'tank/vol' is not a clone"
+        (
+            "POST",
+            "/api/v1/datasets/tank%2Fvol/promote",
+            serde_json::json!({}),
+        ),
+        // "property 'recordsize' does not apply to volumes (...)"
+        (
+            "PUT",
+            "/api/v1/datasets/tank%2Fvol/properties/recordsize",
+            serde_json::json!({"value": "16K"}),
+        ),
+    ] {
+        let (st, v) = send_json(&app, method, uri, &t, body).await;
+        let msg = v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            super::error::classify(&msg),
+            "failed",
+            "the message rules alone would not find this one: {msg}"
+        );
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{method} {uri}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_request", "{v}");
+    }
+    let (st, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/pools/nosuch/scrub",
+        &t,
+        serde_json::json!({}),
+    )
+    .await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "{v}");
+    // The RPC endpoint carries the kind too.
+    let (_, v) = send_json(
+        &app,
+        "POST",
+        "/api/v1/call",
+        &t,
+        serde_json::json!({"op": "snap.promote", "args": {"name": "tank/vol"}}),
+    )
+    .await;
+    assert_eq!(v["code"], "invalid_request", "{v}");
     d.shutdown();
     std::fs::remove_dir_all(&home).unwrap();
 }

@@ -212,7 +212,7 @@ impl Replication {
             .lock()
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("replication relationship '{name}' does not exist"))
+            .ok_or_else(|| no_such_relationship(name))
     }
 
     pub(super) fn names(&self) -> Vec<String> {
@@ -229,7 +229,7 @@ impl Replication {
         let mut next = rels.clone();
         let r = next
             .get_mut(name)
-            .ok_or_else(|| format!("replication relationship '{name}' does not exist"))?;
+            .ok_or_else(|| no_such_relationship(name))?;
         let out = f(r)?;
         self.save_rels(&next)?;
         *rels = next;
@@ -405,4 +405,12 @@ impl Daemon {
 /// The hold tag of a relationship's newest common snapshot.
 pub(super) fn hold_tag(name: &str) -> String {
     format!("repl:{name}")
+}
+
+/// "replication relationship 'NAME' does not exist", of kind not-found.
+fn no_such_relationship(name: &str) -> String {
+    crate::error_kind::tag(
+        cachalot_datasets::ErrorKind::NotFound,
+        format!("replication relationship '{name}' does not exist"),
+    )
 }

@@ -240,15 +240,17 @@ impl Store {
     pub fn list(&self, root: Option<&str>, recursive: bool) -> Result<Vec<DatasetInfo>> {
         self.check_live()?;
         let st = self.state.lock();
+        // One pass computes every dataset's space figures (see listing.rs).
+        let index = super::listing::SpaceIndex::build(self, &st.catalog);
         let ids: Vec<u64> = match root {
-            None => st.catalog.subtree(1),
+            None => index.subtree(1),
             Some(n) => {
                 let r = st
                     .catalog
                     .by_name(n)
                     .ok_or_else(|| StoreError::NotFound(n.into()))?;
                 if recursive {
-                    st.catalog.subtree(r.id)
+                    index.subtree(r.id)
                 } else {
                     vec![r.id]
                 }
@@ -263,8 +265,8 @@ impl Store {
                 DatasetInfo {
                     name: r.name.clone(),
                     kind: r.kind,
-                    used: self.used_reported(&st.catalog, *id),
-                    available: self.available_in(&st.catalog, *id),
+                    used: index.used_reported(*id),
+                    available: index.available(&st.catalog, *id),
                     referenced: r.acct.used,
                     mountpoint: match r.kind {
                         DatasetKind::Volume => "-".into(),

@@ -15,6 +15,7 @@
 
 mod devices;
 mod lifecycle;
+mod listing;
 mod open;
 mod properties;
 mod snapshots;

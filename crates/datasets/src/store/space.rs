@@ -15,10 +15,15 @@ use std::sync::atomic::Ordering;
 /// and its ancestors' reservations are space it may use).
 pub(super) fn reserved_elsewhere(cat: &Catalog, id: u64) -> u64 {
     let mine = cat.ancestry(id);
+    // Only datasets with a reservation hold anything back; `used_of` walks a
+    // subtree, so skip it for the (usual) ones without one.
     cat.datasets
         .values()
         .filter(|d| !mine.contains(&d.id))
-        .map(|d| num_prop(d, "reservation").saturating_sub(used_of(cat, d.id)))
+        .map(|d| match num_prop(d, "reservation") {
+            0 => 0,
+            r => r.saturating_sub(used_of(cat, d.id)),
+        })
         .sum()
 }
 

@@ -1,0 +1,172 @@
+//! Block shares and replication as resources:
+//! - `PUT|DELETE /api/v1/shares/iscsi/{name}` and `.../nbd/{name}` set a volume's
+//!   `shareiscsi` / `sharenbd` to on or off (what `share list`, at
+//!   `GET /api/v1/shares`, then shows with its clients);
+//! - `GET /api/v1/replication` (and `/{name}`) lists relationships with their lag,
+//!   `POST /api/v1/replication/{name}/run|pause|resume` act on one.
+//!
+//! Invariants: each route builds one typed request and runs it through
+//! `Daemon::handle` (as the CLI's `set`, `replication run` ... do), so the engine
+//! and the replication service alone decide what is valid; every change takes
+//! [`Auth`] first.
+
+use super::error::ErrorBody;
+use super::requests::{DsSet, Op};
+use super::routes::{run, Auth};
+use crate::daemon::Daemon;
+use axum::extract::{Path, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::sync::Arc;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+type D = State<Arc<Daemon>>;
+type ApiResult = Result<Json<Value>, super::error::ApiError>;
+
+macro_rules! repl_op {
+    ($(#[$m:meta])* $name:ident = $op:literal) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub name: String,
+        }
+        impl Op for $name {
+            const OP: &'static str = $op;
+        }
+    };
+}
+
+/// List replication relationships (one, or all) with state and lag.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplList {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Op for ReplList {
+    const OP: &'static str = "repl.list";
+}
+
+repl_op!(
+    /// Run one replication cycle now (answers when it has ended).
+    ReplRun = "repl.run"
+);
+repl_op!(
+    /// Stop scheduled cycles of a relationship.
+    ReplPause = "repl.pause"
+);
+repl_op!(
+    /// Schedule a paused relationship's cycles again.
+    ReplResume = "repl.resume"
+);
+
+async fn set_share(d: Arc<Daemon>, name: String, prop: &str, on: bool) -> ApiResult {
+    let value = if on { "on" } else { "off" };
+    run(
+        d,
+        DsSet {
+            name,
+            prop: prop.into(),
+            value: value.into(),
+        },
+    )
+    .await
+}
+
+/// Share a volume over iSCSI (`shareiscsi=on`): target
+/// `iqn.2026-11.org.cachalot:POOL.VOL`, LUN 0.
+#[utoipa::path(put, path = "/api/v1/shares/iscsi/{name}", tag = "shares",
+    params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
+    responses((status = 200, description = "Shared", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn share_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    set_share(d, name, "shareiscsi", true).await
+}
+
+/// Stop sharing a volume over iSCSI (`shareiscsi=off`).
+#[utoipa::path(delete, path = "/api/v1/shares/iscsi/{name}", tag = "shares",
+    params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
+    responses((status = 200, description = "Unshared", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn unshare_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    set_share(d, name, "shareiscsi", false).await
+}
+
+/// Share a volume over NBD (`sharenbd=on`): the export is named after the volume.
+#[utoipa::path(put, path = "/api/v1/shares/nbd/{name}", tag = "shares",
+    params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
+    responses((status = 200, description = "Shared", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn share_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    set_share(d, name, "sharenbd", true).await
+}
+
+/// Stop sharing a volume over NBD (`sharenbd=off`; its connections are closed).
+#[utoipa::path(delete, path = "/api/v1/shares/nbd/{name}", tag = "shares",
+    params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
+    responses((status = 200, description = "Unshared", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn unshare_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    set_share(d, name, "sharenbd", false).await
+}
+
+/// Replication relationships: source, target, state, lag (seconds since the
+/// newest snapshot the target has), last sync, bytes, errors.
+#[utoipa::path(get, path = "/api/v1/replication", tag = "replication",
+    responses((status = 200, description = "One row per relationship", body = Value)))]
+async fn list_replication(State(d): D) -> ApiResult {
+    run(d, ReplList::default()).await
+}
+
+/// One replication relationship (a one-row list).
+#[utoipa::path(get, path = "/api/v1/replication/{name}", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")),
+    responses((status = 200, description = "One row", body = Value),
+              (status = 404, description = "No such relationship", body = ErrorBody)))]
+async fn get_replication(State(d): D, Path(name): Path<String>) -> ApiResult {
+    run(d, ReplList { name: Some(name) }).await
+}
+
+/// Run one cycle now; answers when it ended (its outcome is in the list's
+/// `last_error`/`last_success` too).
+#[utoipa::path(post, path = "/api/v1/replication/{name}/run", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
+    responses((status = 200, description = "The cycle's report", body = Value),
+              (status = "4XX", description = "Refused or failed", body = ErrorBody)))]
+async fn run_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    run(d, ReplRun { name }).await
+}
+
+/// Pause a relationship's scheduled cycles.
+#[utoipa::path(post, path = "/api/v1/replication/{name}/pause", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
+    responses((status = 200, description = "Paused", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn pause_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    run(d, ReplPause { name }).await
+}
+
+/// Resume a paused relationship.
+#[utoipa::path(post, path = "/api/v1/replication/{name}/resume", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
+    responses((status = 200, description = "Resumed", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn resume_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    run(d, ReplResume { name }).await
+}
+
+/// Add these routes (with their description) to the API's router.
+pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
+    r.routes(routes!(share_iscsi, unshare_iscsi))
+        .routes(routes!(share_nbd, unshare_nbd))
+        .routes(routes!(list_replication))
+        .routes(routes!(get_replication))
+        .routes(routes!(run_replication))
+        .routes(routes!(pause_replication))
+        .routes(routes!(resume_replication))
+}
