@@ -22,14 +22,7 @@ verdict() { # ok|FAIL [reason]
     say "$*"
     [[ $1 == ok ]]
 }
-wait_file() { # file seconds
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 
 ip -4 -o addr show dev eth0 | awk '{ sub(/\/.*/, "", $4); print $4 }' >"$RESULTS/$ROLE-address"
 mkdir -p "$MNT"

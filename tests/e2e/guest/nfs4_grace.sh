@@ -18,14 +18,7 @@ die() {
     say "FAIL: $*"
     exit 1
 }
-wait_file() {
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 
 mkdir -p "$MNT"
 mount -t nfs4 -o vers=4.1,proto=tcp,hard "$GUEST_HOST:$NFS_EXPORT" "$MNT" || die "mount failed"

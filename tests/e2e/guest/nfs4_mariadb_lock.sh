@@ -34,14 +34,7 @@ verdict() { # ok|FAIL [reason]
     [[ $1 == ok ]] || { [[ -f $ERRLOG ]] && cp "$ERRLOG" "$RESULTS/$ROLE-error.log"; }
     [[ $1 == ok ]]
 }
-wait_file() { # file seconds
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 sql() { mariadb --no-defaults -S "$SOCK" -uroot -N -B -e "$*"; }
 answers() { # PID SECONDS: the server answers, or exits (1), or times out (2)
     local i

@@ -29,14 +29,7 @@ die() {
 }
 fact() { echo "$*" >>"$RESULTS/facts"; }
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-wait_file() { # FILE SECONDS
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 
 mkdir -p "$MNT"
 step "mount -o $OPTS $GUEST_HOST:$NFS_EXPORT"

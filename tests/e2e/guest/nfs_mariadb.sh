@@ -50,14 +50,7 @@ die() {
     exit 1
 }
 sql() { mariadb --no-defaults -S "$SOCK" -uroot -N -B -e "$*"; }
-wait_file() { # FILE SECONDS
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 server=
 start_server() {
     mariadbd "${MYOPTS[@]}" --socket="$SOCK" --pid-file=/run/mysqld-guest.pid \

@@ -44,14 +44,7 @@ die() {
 }
 fact() { echo "$*" >>"$RESULTS/facts"; }
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-wait_file() { # FILE SECONDS
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [[ -e $1 ]] && return 0
-        sleep 0.2
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh" # wait_file
 wait_for() { # SECONDS CMD...
     local limit=$1 i
     shift
