@@ -788,10 +788,11 @@ impl ObjectSet {
     /// estimate between syncs, as in zfs. Work is bounded by the dirty records and
     /// by the tree's data blocks past a pending truncation.
     pub fn allocated_bytes(&self, id: u64) -> Result<u64> {
-        // Look up, without the lock, the committed size of dirty blocks that the
-        // memo does not know yet; then count under the lock. Blocks dirtied in
-        // between (or a sync that replaced `phys`) are looked up under the lock.
-        let (phys, missing) = {
+        // The tree walks happen without the lock: the committed size of dirty
+        // blocks that the memo does not know yet, and of the committed blocks a
+        // pending truncation frees. Then count under the lock; if a sync replaced
+        // `phys` or the truncation moved meanwhile, what changed is walked under it.
+        let (phys, free_from, missing) = {
             let mut inner = self.inner.lock();
             let st = self.load(&mut inner, id)?;
             let view = DirtyView::of(st);
@@ -799,15 +800,17 @@ impl ObjectSet {
                 .blocks()
                 .filter(|b| *b < view.free_from && !st.committed_asize.contains_key(b))
                 .collect();
-            (st.phys.clone(), missing)
+            (st.phys.clone(), view.free_from, missing)
         };
         let mut found = Vec::with_capacity(missing.len());
         for b in missing {
             found.push((b, self.lookup(&phys, b)?.asize_total()));
         }
+        let truncated = self.asize_from(&phys, free_from)?;
         let mut inner = self.inner.lock();
         let st = self.load(&mut inner, id)?;
-        if st.phys == phys {
+        let same_phys = st.phys == phys;
+        if same_phys {
             st.committed_asize.extend(found);
         }
         let view = DirtyView::of(st);
@@ -823,16 +826,29 @@ impl ObjectSet {
             let len = view.newest_len(b).unwrap_or(0);
             used += len.next_multiple_of(MIN_BLOCK as u64) as i128;
         }
-        let cap = st.phys.capacity();
-        let mut b = view.free_from;
-        while b < cap && !st.phys.root.is_hole() {
-            // Every committed block at or past a pending truncation is freed by it,
-            // whether or not a newer record was written there since.
-            let (bp, run) = self.lookup_run(&st.phys, b)?;
-            used -= bp.asize_total() as i128;
+        // Every committed block at or past a pending truncation is freed by it,
+        // whether or not a newer record was written there since.
+        let freed_by_truncation = if same_phys && view.free_from == free_from {
+            truncated
+        } else {
+            self.asize_from(&st.phys, view.free_from)?
+        };
+        used -= freed_by_truncation as i128;
+        Ok(used.max(0) as u64)
+    }
+
+    /// Allocated size of the committed data blocks of `phys` from block `from` on
+    /// (holes skipped a subtree at a time).
+    fn asize_from(&self, phys: &DnodePhys, from: u64) -> Result<u64> {
+        let cap = phys.capacity();
+        let mut total = 0u64;
+        let mut b = from;
+        while b < cap && !phys.root.is_hole() {
+            let (bp, run) = self.lookup_run(phys, b)?;
+            total += bp.asize_total();
             b = b.saturating_add(run.max(1));
         }
-        Ok(used.max(0) as u64)
+        Ok(total)
     }
 
     /// Create an object of type `otype` whose records are `blksz` bytes from the
