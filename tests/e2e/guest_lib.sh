@@ -154,6 +154,18 @@ guest_run() {
     return "$rc"
 }
 
+# guest_role ROLE NAME SCRIPT [runner options...]: one of several guests run at once,
+# each its own NFS client (--name NAME), running `SCRIPT ROLE`; its console goes to
+# ARTIFACTS/console-ROLE.log and its output to ARTIFACTS/output-ROLE.log. Run it in
+# the background (`guest_role ... &`): it execs the runner, so $! is the runner
+# itself, and killing it kills that guest's QEMU.
+guest_role() {
+    local role=$1 name=$2 script=$3
+    shift 3
+    exec "$GUEST_RUNNER" --name "$name" "$@" --console "$ARTIFACTS/console-$role.log" \
+        "$script" "$role" >"$ARTIFACTS/output-$role.log" 2>&1
+}
+
 # start_rpcbind: the portmapper on port 111 (NFS-Ganesha registers with it; stock
 # mount.nfs asks it for the NFS and MOUNT ports).
 start_rpcbind() {

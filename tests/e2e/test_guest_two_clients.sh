@@ -18,10 +18,8 @@ start_ganesha "$T/export" 2049 20048 0.0.0.0
 
 note "booting two guests"
 run_role() { # role name [runner options]
-    "$GUEST_RUNNER" --timeout 240 --name "$2" "${@:3}" --share "$T/results" \
-        --env RESULTS="$T/results" --env NFS_EXPORT=/export \
-        --console "$ARTIFACTS/console-$1.log" \
-        "$GUEST_LIB_DIR/guest/locks.sh" "$1" >"$ARTIFACTS/output-$1.log" 2>&1
+    guest_role "$1" "$2" "$GUEST_LIB_DIR/guest/locks.sh" --timeout 240 "${@:3}" \
+        --share "$T/results" --env RESULTS="$T/results" --env NFS_EXPORT=/export
 }
 start=$(date +%s)
 run_role holder guest-holder --tap &

@@ -26,11 +26,9 @@ assert_ok "$C" pool create -s 1G tank "$D/d0" >/dev/null
 assert_ok "$C" create -o "sharenfs=rw=127.0.0.1:198.51.100.0/24,no_root_squash" tank/db
 
 note "booting two guests"
-run_role() { # role name [runner options]: exec, so $! is the runner itself
-    exec "$GUEST_RUNNER" --timeout 240 --name "$2" "${@:3}" --share "$T/results" \
-        --env RESULTS="$T/results" --env NFS_EXPORT=/tank/db \
-        --console "$ARTIFACTS/console-$1.log" \
-        "$GUEST_LIB_DIR/guest/nfs4_lease.sh" "$1" >"$ARTIFACTS/output-$1.log" 2>&1
+run_role() { # role name [runner options]
+    guest_role "$1" "$2" "$GUEST_LIB_DIR/guest/nfs4_lease.sh" --timeout 240 "${@:3}" \
+        --share "$T/results" --env RESULTS="$T/results" --env NFS_EXPORT=/tank/db
 }
 start=$(date +%s)
 run_role holder guest-holder --tap &
