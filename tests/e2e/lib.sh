@@ -100,6 +100,14 @@ assert_fails() {
 # (Note: `fail` inside $(...) only leaves the subshell; assert outside it.)
 mktmp() { mktemp -d "$_E2E_ROOT/tmp.XXXXXX"; }
 
+# status_col STATUS DEVICE N: field N of the `pool status` row of the device named
+# DEVICE (its whole name, or the last component of its path). Matching a substring of
+# the row picked the wrong row whenever the random temporary directory's name happened
+# to contain the device's name (tmp.ad4irY holds "d4").
+status_col() {
+    awk -v d="$2" -v n="$3" '$1 == d || substr($1, length($1) - length(d)) == "/" d { print $n; exit }' <<<"$1"
+}
+
 # _alive PID: true if PID runs and is not a zombie.
 _alive() {
     local stat rest

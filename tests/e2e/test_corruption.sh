@@ -10,9 +10,6 @@ TMP=$(mktmp)
 C=$CACHALOT
 LEN=$((8 * 1024 * 1024))
 
-# cksum_of STATUS DEVICE-SUBSTRING: the CKSUM column of that device's row.
-cksum_of() { awk -v d="$2" 'index($1, d) { print $5; exit }' <<<"$1"; }
-
 garbage() { # FILE OFFSET_MIB LEN_MIB
     head -c "$(($3 * 1024 * 1024))" /dev/urandom | dd of="$1" bs=1M seek="$2" conv=notrunc status=none
 }
@@ -37,7 +34,7 @@ grep -qi "checksum\|corrupt" "$TMP/err" || fail "read error does not say checksu
 assert_ok "$C" pool scrub -w solo
 st=$(assert_ok "$C" pool status solo)
 echo "$st"
-ck=$(cksum_of "$st" solo.img)
+ck=$(status_col "$st" solo.img 5)
 [[ -n $ck && $ck != 0 ]] || fail "pool status shows no CKSUM errors on solo.img"
 grep -q "errors: No known data errors" <<<"$st" && fail "status claims no data errors"
 assert_ok "$C" pool destroy solo
@@ -55,9 +52,9 @@ assert_ok "$C" debug read mir/d "$obj" --seed 9 --len "$LEN" >/dev/null
 assert_ok "$C" pool scrub -w mir
 st=$(assert_ok "$C" pool status mir)
 echo "$st"
-ck=$(cksum_of "$st" m1.img)
+ck=$(status_col "$st" m1.img 5)
 [[ -n $ck && $ck != 0 ]] || fail "pool status shows no CKSUM errors on m1.img"
-ck0=$(cksum_of "$st" m0.img)
+ck0=$(status_col "$st" m0.img 5)
 assert_eq "$ck0" "0" "the good side has no checksum errors"
 assert_contains "$st" "No known data errors" "mirror keeps all data"
 assert_ok "$C" pool export mir

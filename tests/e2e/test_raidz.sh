@@ -16,9 +16,6 @@ TMP=$(mktmp)
 C=$CACHALOT
 LEN=$((24 * 1024 * 1024))
 
-# col STATUS DEVICE-SUBSTRING N: column N of that device's row.
-col() { awk -v d="$2" -v n="$3" 'index($1, d) { print $n; exit }' <<<"$1"; }
-
 noise() { # FILE OFFSET_MIB LEN_MIB
     head -c "$(($3 * 1024 * 1024))" /dev/urandom | dd of="$1" bs=1M seek="$2" conv=notrunc status=none
 }
@@ -79,7 +76,7 @@ for ((i = 0; i < 300; i++)); do
     sleep 0.2
 done
 echo "$st"
-ck=$(col "$st" d4 5)
+ck=$(status_col "$st" d4 5)
 [[ -n $ck && $ck != 0 ]] || fail "no CKSUM errors counted on d4"
 
 note "d1 deleted: import DEGRADED, naming it; data reads back"
@@ -90,11 +87,11 @@ assert_ok "$C" pool import -d "$TMP" rz
 st=$(assert_ok "$C" pool status rz)
 echo "$st"
 assert_contains "$st" "state: DEGRADED"
-assert_eq "$(col "$st" d1 2)" "UNAVAIL" "d1 state"
+assert_eq "$(status_col "$st" d1 2)" "UNAVAIL" "d1 state"
 assert_ok "$C" debug read rz/d "$o1" --seed 11 --len "$LEN" >/dev/null
 assert_ok "$C" debug read rz/d "$o2" --seed 12 --len "$LEN" >/dev/null
 st=$(assert_ok "$C" pool status rz)
-ck=$(col "$st" d4 5)
+ck=$(status_col "$st" d4 5)
 [[ -n $ck && $ck != 0 ]] || fail "no CKSUM errors counted on d4 after import"
 
 note "refused replacements change nothing"
@@ -160,7 +157,7 @@ assert_ok "$C" debug write fz/d "$o2" --seed 22 --len "$LEN"
 assert_ok "$C" debug fsync fz/d
 st=$(assert_ok "$C" pool status fz)
 echo "$st"
-assert_eq "$(col "$st" f1 2)" "FAULTED" "f1 state"
+assert_eq "$(status_col "$st" f1 2)" "FAULTED" "f1 state"
 assert_contains "$st" "state: DEGRADED"
 note "injected corruption on a second device: found and repaired"
 assert_ok "$C" pool export fz
@@ -171,7 +168,7 @@ assert_ok "$C" debug read fz/d "$o1" --seed 21 --len "$LEN" >/dev/null
 assert_ok "$C" debug read fz/d "$o2" --seed 22 --len "$LEN" >/dev/null
 st=$(assert_ok "$C" pool status fz)
 echo "$st"
-ck=$(col "$st" f2 5)
+ck=$(status_col "$st" f2 5)
 [[ -n $ck && $ck != 0 ]] || fail "no CKSUM errors counted on f2"
 assert_ok "$C" debug inject --clear
 note "the faulted device replaced: ONLINE, scrub clean"

@@ -22,9 +22,6 @@ TMP=$(mktmp)
 C=$CACHALOT
 LEN=$((16 * 1024 * 1024))
 
-# col STATUS DEVICE-SUBSTRING N: column N of that device's row.
-col() { awk -v d="$2" -v n="$3" 'index($1, d) { print $n; exit }' <<<"$1"; }
-
 wait_resilver() { # POOL
     local i st
     for ((i = 0; i < 300; i++)); do
@@ -50,7 +47,7 @@ assert_ok "$C" pool export rz
 rm "${D[1]}"
 assert_ok "$C" pool import -d "$TMP" rz
 st=$(assert_ok "$C" pool status rz)
-assert_eq "$(col "$st" d1 2)" "UNAVAIL" "d1 state"
+assert_eq "$(status_col "$st" d1 2)" "UNAVAIL" "d1 state"
 
 note "no file and no -s: refused, no file made"
 assert_fails "$C" pool replace rz "${D[1]}"
@@ -62,14 +59,14 @@ assert_ok "$C" pool replace -s 96M rz "${D[1]}"
 wait_resilver rz
 st=$(assert_ok "$C" pool status rz)
 echo "$st"
-assert_eq "$(col "$st" d1 2)" "ONLINE" "d1 state after the in-place replace"
+assert_eq "$(status_col "$st" d1 2)" "ONLINE" "d1 state after the in-place replace"
 assert_contains "$st" "replaced by a new device in place"
 
 note "the old disk still in place is refused, nothing changed"
 assert_fails "$C" pool replace rz "${D[0]}"
 assert_contains "$LAST_STDERR" "still the same device"
 st=$(assert_ok "$C" pool status rz)
-assert_eq "$(col "$st" d0 2)" "ONLINE" "d0 state after a refused in-place replace"
+assert_eq "$(status_col "$st" d0 2)" "ONLINE" "d0 state after a refused in-place replace"
 
 note "d2 deleted and recreated empty while the daemon runs: replaced in place"
 rm "${D[2]}"
@@ -99,8 +96,8 @@ assert_fails "$C" pool offline rz "${D[1]}"
 assert_contains "$LAST_STDERR" "survives at most 1"
 st=$(assert_ok "$C" pool status rz)
 echo "$st"
-assert_eq "$(col "$st" d0 2)" "OFFLINE" "d0 state"
-assert_eq "$(col "$st" d1 2)" "ONLINE" "d1 state after a refused offline"
+assert_eq "$(status_col "$st" d0 2)" "OFFLINE" "d0 state"
+assert_eq "$(status_col "$st" d1 2)" "ONLINE" "d1 state after a refused offline"
 assert_contains "$st" "state: DEGRADED"
 o3=$(assert_ok "$C" debug create rz/d)
 assert_ok "$C" debug write rz/d "$o3" --seed 33 --len "$LEN"
@@ -108,7 +105,7 @@ assert_ok "$C" debug fsync rz/d
 stop_daemon
 start_daemon
 st=$(assert_ok "$C" pool status rz)
-assert_eq "$(col "$st" d0 2)" "OFFLINE" "d0 state after a restart"
+assert_eq "$(status_col "$st" d0 2)" "OFFLINE" "d0 state after a restart"
 note "online: d0 is resilvered, then d1 lost to noise and o3 still reads back"
 assert_ok "$C" pool online rz "${D[0]}"
 wait_resilver rz
@@ -152,7 +149,7 @@ wait_resilver mp
 st=$(assert_ok "$C" pool status mp)
 echo "$st"
 assert_contains "$st" "mirror-0"
-assert_eq "$(col "$st" s2 2)" "ONLINE" "s2 state"
+assert_eq "$(status_col "$st" s2 2)" "ONLINE" "s2 state"
 note "the last good device of a mirror cannot go"
 assert_ok "$C" pool offline mp "${S[1]}"
 assert_ok "$C" pool offline mp "${S[2]}"
@@ -186,7 +183,7 @@ assert_ok "$C" pool create -s 96M sp raidz1 "$H/a" "$H/b" "$H/c" spare "$H/s0"
 st=$(assert_ok "$C" pool status sp)
 echo "$st"
 assert_contains "$st" "spares"
-assert_eq "$(col "$st" s0 2)" "AVAIL" "spare state"
+assert_eq "$(status_col "$st" s0 2)" "AVAIL" "spare state"
 note "a spare in use elsewhere is refused, nothing made"
 assert_fails "$C" pool create -s 96M other "$H/x0" spare "$H/s0"
 assert_contains "$LAST_STDERR" "in use by pool 'sp'"
@@ -213,7 +210,7 @@ for ((i = 0; i < 100; i++)); do
 done
 echo "$st"
 assert_contains "$st" "hot spare"
-[[ -z $(col "$st" /b 2) ]] || fail "the faulted b is still in the pool: $st"
+[[ -z $(status_col "$st" b 2) ]] || fail "the faulted b is still in the pool: $st"
 assert_ok "$C" debug inject --clear
 wait_resilver sp
 assert_ok "$C" pool scrub -w sp
@@ -221,7 +218,7 @@ st=$(assert_ok "$C" pool status sp)
 echo "$st"
 assert_contains "$st" "state: ONLINE"
 assert_contains "$st" "with 0 errors"
-assert_eq "$(col "$st" s0 2)" "ONLINE" "the spare in place"
+assert_eq "$(status_col "$st" s0 2)" "ONLINE" "the spare in place"
 [[ $st != *spares* ]] || fail "the spare in use is still listed as available"
 note "the spare holds real columns: a lost to noise"
 assert_ok "$C" pool export sp

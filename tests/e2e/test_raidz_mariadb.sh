@@ -15,9 +15,6 @@ command -v mariadbd >/dev/null || fail "mariadb-server is not installed"
 command -v sysbench >/dev/null || fail "sysbench is not installed"
 C=$CACHALOT
 
-# col STATUS DEVICE-SUBSTRING N: column N of that device's row.
-col() { awk -v d="$2" -v n="$3" 'index($1, d) { print $n; exit }' <<<"$1"; }
-
 start_daemon
 P=$(mktmp)
 DEVS=()
@@ -42,7 +39,7 @@ head -c $((100 * 1024 * 1024)) /dev/urandom |
     dd of="${DEVS[3]}" bs=1M seek=4 conv=notrunc status=none
 for ((i = 0; i < 50; i++)); do
     st=$(assert_ok "$C" pool status tank)
-    [[ $(col "$st" d1 2) == REMOVED ]] && break
+    [[ $(status_col "$st" d1 2) == REMOVED ]] && break
     sleep 0.2
 done
 # The noise is found by checksum: a scrub reads every block (and repairs it).
@@ -50,9 +47,9 @@ assert_ok "$C" pool scrub -w tank
 st=$(assert_ok "$C" pool status tank)
 echo "$st"
 assert_contains "$st" "state: DEGRADED"
-assert_eq "$(col "$st" d1 2)" "REMOVED" "the deleted d1"
-assert_eq "$(col "$st" d3 2)" "DEGRADED" "d3, overwritten with noise"
-ck=$(col "$st" d3 5)
+assert_eq "$(status_col "$st" d1 2)" "REMOVED" "the deleted d1"
+assert_eq "$(status_col "$st" d3 2)" "DEGRADED" "d3, overwritten with noise"
+ck=$(status_col "$st" d3 5)
 ((ck > 0)) || fail "no CKSUM errors counted on d3"
 kill -0 "$MARIADB_PID" || fail "mariadbd died"
 
