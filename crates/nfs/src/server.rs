@@ -64,6 +64,8 @@ pub struct ServerConfig {
     /// Where the NFSv4.1 stable record of clients lives (none: no grace
     /// period after a restart).
     pub state_dir: Option<std::path::PathBuf>,
+    /// Bytes all NFSv4.1 sessions' reply caches may take together.
+    pub reply_cache: usize,
 }
 
 impl ServerConfig {
@@ -75,6 +77,7 @@ impl ServerConfig {
             max_connections: 256,
             lease: nfs4::state::DEFAULT_LEASE,
             state_dir: None,
+            reply_cache: nfs4::state::REPLY_CACHE_BUDGET,
         }
     }
 }
@@ -203,9 +206,10 @@ impl NfsServer {
             write_verf: verifier(),
             drc: Mutex::new(Drc::default()),
             stats: Stats::new(),
-            v4: nfs4::state::State::new(
+            v4: nfs4::state::State::with_reply_cache(
                 cfg.lease,
                 cfg.state_dir.as_ref().map(|d| d.join("nfs4-clients")),
+                cfg.reply_cache,
             ),
             portmap: PortMap {
                 nfs_port: nfs_addr.port(),

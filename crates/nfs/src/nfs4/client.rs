@@ -12,6 +12,30 @@ use crate::xdr::{Reader, Writer, XResult, XdrError};
 pub struct Ops {
     pub w: Writer,
     pub n: u32,
+    /// Ask for the reply to be cached ([`Session4::call`]): set by operations
+    /// that change state, as the Linux client does; READ, READDIR, WRITE and
+    /// the lookups are not cached (their replies may be large, and a retry
+    /// may simply run them again).
+    pub cache: bool,
+}
+
+/// Operations whose COMPOUND the Linux client asks the server to cache.
+fn cached_op(op: u32) -> bool {
+    matches!(
+        op,
+        OP_OPEN
+            | OP_CLOSE
+            | OP_OPEN_DOWNGRADE
+            | OP_LOCK
+            | OP_LOCKU
+            | OP_SETATTR
+            | OP_CREATE
+            | OP_REMOVE
+            | OP_RENAME
+            | OP_LINK
+            | OP_RECLAIM_COMPLETE
+            | OP_FREE_STATEID
+    )
 }
 
 impl Ops {
@@ -21,6 +45,7 @@ impl Ops {
     /// Append operation `op`; its arguments go into the returned writer.
     pub fn op(&mut self, op: u32) -> &mut Writer {
         self.n += 1;
+        self.cache |= cached_op(op);
         self.w.u32(op);
         &mut self.w
     }
@@ -80,12 +105,24 @@ pub fn exchange_id_args(w: &mut Writer, owner: &[u8], verifier: [u8; 8], flags: 
 
 /// Write CREATE_SESSION arguments asking for `slots` slots.
 pub fn create_session_args(w: &mut Writer, clientid: u64, seq: u32, slots: u32) {
+    create_session_args_cached(w, clientid, seq, slots, 64 << 10)
+}
+
+/// [`create_session_args`] asking for `cached` bytes of reply cache per slot
+/// on the fore channel (ca_maxresponsesize_cached).
+pub fn create_session_args_cached(
+    w: &mut Writer,
+    clientid: u64,
+    seq: u32,
+    slots: u32,
+    cached: u32,
+) {
     w.u64(clientid).u32(seq).u32(0);
-    for (ops, reqs) in [(16, slots), (2, 1)] {
+    for (ops, reqs, cached) in [(16, slots, cached), (2, 1, 0)] {
         w.u32(0)
             .u32(1 << 20)
             .u32(1 << 20)
-            .u32(64 << 10)
+            .u32(cached)
             .u32(ops)
             .u32(reqs)
             .u32(0);
@@ -98,8 +135,10 @@ pub struct Session4 {
     pub c: Client,
     pub clientid: u64,
     pub sessionid: [u8; 16],
-    /// The next sequence id of each slot.
+    /// The next sequence id of each slot (as many as the server gave).
     pub seq: Vec<u32>,
+    /// The session's ca_maxresponsesize_cached.
+    pub cached: u32,
 }
 
 impl Session4 {
@@ -121,12 +160,21 @@ impl Session4 {
         }
     }
 
-    /// EXCHANGE_ID and CREATE_SESSION with `slots` slots.
-    pub fn establish(mut c: Client, owner: &[u8], slots: u32) -> R<Session4> {
-        let (clientid, seq, _) = Self::exchange_id(&mut c, owner, *b"verifier")?;
+    /// CREATE_SESSION for `clientid` (csa_sequence `seq`) asking for `slots`
+    /// slots caching `cached` bytes each: the session id and the fore
+    /// channel's attributes as the server set them (headerpadsize,
+    /// maxrequestsize, maxresponsesize, maxresponsesize_cached, maxoperations,
+    /// maxrequests).
+    pub fn create_session(
+        c: &mut Client,
+        clientid: u64,
+        seq: u32,
+        slots: u32,
+        cached: u32,
+    ) -> R<([u8; 16], [u32; 6])> {
         let mut ops = Ops::new();
-        create_session_args(ops.op(OP_CREATE_SESSION), clientid, seq, slots);
-        let rep = Self::raw(&mut c, &ops, 1)?;
+        create_session_args_cached(ops.op(OP_CREATE_SESSION), clientid, seq, slots, cached);
+        let rep = Self::raw(c, &ops, 1)?;
         let mut r = rep.reader();
         match op_status(&mut r, OP_CREATE_SESSION)? {
             NFS4_OK => {}
@@ -134,15 +182,30 @@ impl Session4 {
         }
         let mut sessionid = [0u8; 16];
         sessionid.copy_from_slice(r.fixed(16)?);
-        r.u32()?;
-        r.u32()?;
-        r.fixed(28)?;
-        let n = r.u32()?;
+        r.u32()?; // csr_sequence
+        r.u32()?; // csr_flags
+        let mut fore = [0u32; 6];
+        for f in &mut fore {
+            *f = r.u32()?;
+        }
+        Ok((sessionid, fore))
+    }
+
+    /// EXCHANGE_ID and CREATE_SESSION with `slots` slots.
+    pub fn establish(c: Client, owner: &[u8], slots: u32) -> R<Session4> {
+        Self::establish_cached(c, owner, slots, 64 << 10)
+    }
+
+    /// [`Session4::establish`] asking for `cached` bytes of reply cache per slot.
+    pub fn establish_cached(mut c: Client, owner: &[u8], slots: u32, cached: u32) -> R<Session4> {
+        let (clientid, seq, _) = Self::exchange_id(&mut c, owner, *b"verifier")?;
+        let (sessionid, fore) = Self::create_session(&mut c, clientid, seq, slots, cached)?;
         Ok(Session4 {
             c,
             clientid,
             sessionid,
-            seq: vec![1; n.max(1) as usize],
+            seq: vec![1; fore[5].max(1) as usize],
+            cached: fore[3],
         })
     }
 
@@ -157,12 +220,12 @@ impl Session4 {
             .bool(cachethis);
     }
 
-    /// Send `ops` behind a SEQUENCE on slot 0 (cached); the reply's reader is
-    /// left after the SEQUENCE result, which must be OK.
+    /// Send `ops` behind a SEQUENCE on slot 0 (cached if `ops.cache`); the
+    /// reply's reader is left after the SEQUENCE result, which must be OK.
     pub fn call(&mut self, ops: &Ops) -> R<Reply> {
         let mut all = Ops::new();
         let seq = self.seq[0];
-        self.sequence_op(&mut all, 0, seq, true);
+        self.sequence_op(&mut all, 0, seq, ops.cache);
         all.n += ops.n;
         all.w.buf.extend_from_slice(&ops.w.buf);
         let rep = Self::raw(&mut self.c, &all, 1)?;

@@ -19,10 +19,12 @@
 //!   non-idempotent operation runs twice.
 
 pub mod attrs;
+pub mod budget;
 pub mod client;
 pub mod consts;
 mod files;
 mod io;
+pub mod limits;
 pub mod locks;
 pub mod ops;
 pub mod pseudo;
@@ -102,6 +104,9 @@ pub fn compound(
     };
     st.expire();
     let mut guard: Option<SlotGuard> = None;
+    // The size limit of a reply to be cached, once SEQUENCE asked for it.
+    let mut limit: Option<limits::Limit> = None;
+    let head = limits::head_len(tag);
     let client = ctx.client.to_string();
     for i in 0..nops {
         let start = Instant::now();
@@ -137,6 +142,7 @@ pub fn compound(
                             .u32(sr.target_highest_slotid)
                             .u32(sr.status_flags);
                         c.session = Some(g.session.clone());
+                        limit = limits::Limit::of(&g.session, a.cachethis);
                         guard = Some(g);
                         (NFS4_OK, w)
                     }
@@ -149,7 +155,16 @@ pub fn compound(
             match op {
                 Op::Sequence(_) => (NFS4ERR_SEQUENCE_POS, Writer::new()),
                 Op::BindConnToSession { .. } => (NFS4ERR_NOT_ONLY_OP, Writer::new()),
-                op => c.run(opnum, op),
+                op => match limit.map(|l| l.before(head + res.len(), &op)) {
+                    Some(Err(e)) => (e, Writer::new()),
+                    _ => {
+                        let (st_op, body) = c.run(opnum, op);
+                        match limit.map(|l| l.after(head + res.len(), body.len())) {
+                            Some(Err(e)) => (e, Writer::new()),
+                            _ => (st_op, body),
+                        }
+                    }
+                },
             }
         };
         res.u32(st_op);

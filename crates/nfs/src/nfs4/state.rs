@@ -18,9 +18,15 @@
 //!   other id is SEQ_MISORDERED. A busy slot is freed by the [`SlotGuard`] of
 //!   its request even if the request panics.
 //! - Memory is bounded: at most `MAX_CLIENTS` client records, `MAX_SESSIONS`
-//!   sessions, `MAX_SLOTS` slots per session, each caching at most
-//!   `MAX_CACHED` bytes (1024 x 32 x 16 KiB = 512 MiB in the very worst case;
-//!   a reply that does not fit is answered RETRY_UNCACHED_REP on a retry).
+//!   sessions (`MAX_SESSIONS_PER_CLIENT` each), `MAX_SLOTS` slots per
+//!   session, each caching at most the session's ca_maxresponsesize_cached
+//!   (the client's figure clamped to `MIN_CACHED..=MAX_CACHED`); and every
+//!   session reserves slots x that size from one reply cache budget
+//!   ([`super::budget`], `REPLY_CACHE_BUDGET` by default), getting fewer
+//!   slots when it runs low, so all cached replies together stay within it.
+//!   A COMPOUND whose reply would not fit its slot is cut short with
+//!   REP_TOO_BIG_TO_CACHE (see `super::limits`); an uncached reply that does
+//!   not fit is answered RETRY_UNCACHED_REP on a retry.
 //! - Leases: every SEQUENCE renews its client's lease; a client not heard from
 //!   for a lease period loses its sessions, opens and locks ([`State::expire`],
 //!   run at the start of COMPOUNDs), so a dead client's locks are released.
@@ -30,6 +36,7 @@
 //!   every recorded client sent RECLAIM_COMPLETE: only those clients may
 //!   reclaim then, and nobody may open or lock anew.
 
+use super::budget::{Budget, Reservation};
 use super::consts::*;
 use super::locks::Table;
 use super::ops::{ChannelAttrs, CreateSessionArgs, ExchangeIdArgs, SequenceArgs};
@@ -46,12 +53,24 @@ use std::time::{Duration, Instant};
 
 pub const MAX_CLIENTS: usize = 4096;
 pub const MAX_SESSIONS: usize = 1024;
+/// Sessions one client may hold at once (Linux opens one per server); more
+/// is CREATE_SESSION NOSPC until it destroys one.
+pub const MAX_SESSIONS_PER_CLIENT: usize = 8;
 /// Slots per session (the fore channel's ca_maxrequests).
 pub const MAX_SLOTS: u32 = 32;
 /// Operations per COMPOUND (ca_maxoperations).
 pub const MAX_OPS: u32 = 64;
-/// Bytes a slot may cache (ca_maxresponsesize_cached).
-pub const MAX_CACHED: u32 = 16 << 10;
+/// The most a slot may cache (ca_maxresponsesize_cached): replies the Linux
+/// client asks to cache (OPEN, LOCK, CLOSE, SETATTR, CREATE, REMOVE, RENAME...)
+/// are well under 2 KiB; READ, READDIR and WRITE are not cached.
+pub const MAX_CACHED: u32 = 8 << 10;
+/// The least a slot caches: the Linux client asks for 0 bytes yet sets
+/// sa_cachethis on OPEN and LOCK, which must then fit (the server may change
+/// the fore channel's figure, RFC 8881 section 18.36.3).
+pub const MIN_CACHED: u32 = 4 << 10;
+/// The default budget of all sessions' reply caches together: 32 MiB, 128
+/// sessions of 32 slots of 8 KiB (more sessions get fewer slots).
+pub const REPLY_CACHE_BUDGET: usize = 32 << 20;
 /// Default lease time.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
 
@@ -107,6 +126,8 @@ pub struct Session {
     pub clientid: u64,
     pub fore: ChannelAttrs,
     slots: Vec<Mutex<Slot>>,
+    /// The reply cache memory of `slots`, given back when the session goes.
+    cache: Reservation,
 }
 
 #[derive(Default)]
@@ -147,6 +168,8 @@ pub struct State {
     record: Option<PathBuf>,
     last_expire: Mutex<Instant>,
     locks_stat: Stat,
+    /// The reply cache budget the sessions reserve from.
+    pub budget: Arc<Budget>,
 }
 
 /// What SEQUENCE decided.
@@ -206,9 +229,12 @@ fn negotiate(c: &ChannelAttrs, max_ops: u32, max_slots: u32) -> ChannelAttrs {
         headerpadsize: 0,
         maxrequestsize: c.maxrequestsize.min(MAX_RECORD as u32),
         maxresponsesize: c.maxresponsesize.min(MAX_RECORD as u32),
-        // Our own figure, not the client's: Linux asks for 0 bytes, which would
-        // leave no retry with its reply (the cached replies are small).
-        maxresponsesize_cached: MAX_CACHED.min(c.maxresponsesize),
+        // The client's figure within our bounds: Linux asks for 0 bytes, which
+        // would leave no retry with its reply (the cached replies are small).
+        maxresponsesize_cached: c
+            .maxresponsesize_cached
+            .clamp(MIN_CACHED, MAX_CACHED)
+            .min(c.maxresponsesize.min(MAX_RECORD as u32)),
         maxoperations: c.maxoperations.clamp(1, max_ops),
         maxrequests: c.maxrequests.clamp(1, max_slots),
         rdma_ird: None,
@@ -249,6 +275,11 @@ impl State {
     /// State with lease time `lease`; `record` is the file of the stable
     /// record of clients (none: no grace period after a restart).
     pub fn new(lease: Duration, record: Option<PathBuf>) -> State {
+        Self::with_reply_cache(lease, record, REPLY_CACHE_BUDGET)
+    }
+
+    /// [`State::new`] with a reply cache budget of `budget` bytes.
+    pub fn with_reply_cache(lease: Duration, record: Option<PathBuf>, budget: usize) -> State {
         let boot = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs() as u32);
@@ -275,6 +306,7 @@ impl State {
             record,
             last_expire: Mutex::new(Instant::now()),
             locks_stat: reg.stat("nfs.locks", dims),
+            budget: Budget::new(budget),
         }
     }
 
@@ -489,10 +521,30 @@ impl State {
         if a.fore.maxrequests == 0 || a.fore.maxoperations < 2 {
             return Err(NFS4ERR_INVAL);
         }
+        // Limits first, before the record changes: a refused CREATE_SESSION
+        // must leave no cached reply naming a session that does not exist.
+        if g.sessions.len() >= MAX_SESSIONS {
+            return Err(NFS4ERR_DELAY);
+        }
+        let held = g.sessions.values().filter(|s| s.clientid == a.clientid);
+        if held.count() >= MAX_SESSIONS_PER_CLIENT {
+            return Err(NFS4ERR_NOSPC);
+        }
+        let mut fore = negotiate(&a.fore, MAX_OPS, MAX_SLOTS);
+        let back = negotiate(&a.back, 2, 1);
+        // Fewer slots when the budget runs low; none left is DELAY (expiring
+        // clients give theirs back).
+        let (cache, nslots) = self
+            .budget
+            .reserve(fore.maxresponsesize_cached as usize, fore.maxrequests)
+            .ok_or(NFS4ERR_DELAY)?;
+        fore.maxrequests = nslots;
+        let c = g
+            .clients
+            .get_mut(&a.clientid)
+            .ok_or(NFS4ERR_STALE_CLIENTID)?;
         let was_confirmed = c.confirmed;
         let owner = c.owner.clone();
-        let fore = negotiate(&a.fore, MAX_OPS, MAX_SLOTS);
-        let back = negotiate(&a.back, 2, 1);
         // The second half is random, not a counter: SEQUENCE and DESTROY_SESSION
         // trust the session id alone, so a client on an allowed address must not be
         // able to guess another client's (RFC 8881 section 2.10.8.3 lets any
@@ -521,9 +573,6 @@ impl State {
             }
             self.save_record(&g);
         }
-        if g.sessions.len() >= MAX_SESSIONS {
-            return Err(NFS4ERR_DELAY);
-        }
         let slots = (0..fore.maxrequests)
             .map(|_| {
                 Mutex::new(Slot {
@@ -540,6 +589,7 @@ impl State {
                 clientid: a.clientid,
                 fore,
                 slots,
+                cache,
             }),
         );
         Ok(w.buf)
@@ -649,10 +699,20 @@ impl State {
     pub fn check(&self) {
         let g = self.inner.lock();
         assert!(g.clients.len() <= MAX_CLIENTS && g.sessions.len() <= MAX_SESSIONS);
+        let mut reserved = 0;
         for s in g.sessions.values() {
             assert!(g.clients.get(&s.clientid).is_some_and(|c| c.confirmed));
             assert!(s.slots.len() as u32 <= MAX_SLOTS);
+            assert!(s.fore.maxresponsesize_cached <= MAX_CACHED);
+            let n = g.sessions.values().filter(|o| o.clientid == s.clientid);
+            assert!(n.count() <= MAX_SESSIONS_PER_CLIENT);
+            assert_eq!(
+                s.cache.bytes(),
+                s.slots.len() * s.fore.maxresponsesize_cached as usize
+            );
+            reserved += s.cache.bytes();
         }
+        assert!(reserved <= self.budget.total - self.budget.left());
         let mut owners = HashMap::new();
         for c in g.clients.values() {
             *owners.entry((&c.owner, c.confirmed)).or_insert(0) += 1;
