@@ -11,7 +11,9 @@
 #
 # Environment: TIME (s per timed row, 5), STREAM (bytes per connection, 128M),
 # FILE (random rows' span, 64M), THREADS (4), DROP (0: skip the row from disk),
-# CACHALOT_BASE (an older cachalot binary to measure in the same run). Runs in private network and
+# CACHALOT_BASE (an older cachalot binary to measure in the same run), VERS (3; 4.1:
+# Ganesha and cachalot over NFSv4.1, Ganesha first, then cachalot over v3 as well: the
+# cost of a SEQUENCE per COMPOUND against v3 on the same rows). Runs in private network and
 # mount namespaces (its own ports 111 and 2049, its own /run).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,13 +52,21 @@ mount -o loop "$WORK/ext4.img" "$WORK/ext4"
 rpcbind -f -w &
 pids+=($!)
 wait_port 111
+VERS=${VERS:-3}
+case $VERS in
+3) protos=3 ;;
+4.1) protos="3, 4" ;;
+*) echo "VERS must be 3 or 4.1" >&2; exit 2 ;;
+esac
+# Graceless: Ganesha would otherwise refuse new v4 opens for its first grace period.
 cat >"$WORK/ganesha.conf" <<EOF
 NFS_CORE_PARAM { Bind_addr = 127.0.0.1; NFS_Port = 2049; MNT_Port = 20048;
-    Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false; Protocols = 3;
+    Enable_NLM = false; Enable_RQUOTA = false; Enable_UDP = false; Protocols = $protos;
     Mount_Path_Pseudo = true; }
+NFSV4 { Graceless = true; Minor_Versions = 1; }
 NFS_KRB5 { Active_krb5 = false; }
 EXPORT { Export_Id = 1; Path = $WORK/ext4; Pseudo = /export; Access_Type = RW;
-    Squash = No_Root_Squash; SecType = sys; Protocols = 3; Transports = TCP; FSAL { Name = VFS; } }
+    Squash = No_Root_Squash; SecType = sys; Protocols = $protos; Transports = TCP; FSAL { Name = VFS; } }
 LOG { Default_Log_Level = EVENT; }
 EOF
 ganesha.nfsd -F -f "$WORK/ganesha.conf" -L "$OUT/ganesha.log" -p /run/ganesha.pid &
@@ -82,7 +92,7 @@ if [[ -n ${CACHALOT_BASE:-} ]]; then
     CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$CACHALOT_BASE" serve --home "$WORK/home-base" \
         --http none --nfs 127.0.0.1:12050 --portmap off >"$OUT/daemon-base.log" 2>&1 &
     pids+=($!)
-    base=(--target "cachalot-base=127.0.0.1:12050/tank/fs@$!")
+    base=(--target "cachalot-base=127.0.0.1:12050/tank/fs@$!?version=$VERS")
     wait_port 12050
     CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$C" pool create -s 3G tank "$WORK/pool-base/d0" >/dev/null
     CACHALOT_SOCKET=$WORK/home-base/cachalot.sock "$C" create -o "sharenfs=rw=127.0.0.1,no_root_squash" tank/fs
@@ -91,7 +101,7 @@ fi
 cat >"$WORK/drop.sh" <<EOF
 set -e
 case "\$BENCH_TARGET" in
-cachalot) export CACHALOT_SOCKET=$WORK/home/cachalot.sock; dir=$WORK/pool ;;
+cachalot | cachalot-v3) export CACHALOT_SOCKET=$WORK/home/cachalot.sock; dir=$WORK/pool ;;
 cachalot-base) export CACHALOT_SOCKET=$WORK/home-base/cachalot.sock; dir=$WORK/pool-base ;;
 *) dir= ;;
 esac
@@ -106,7 +116,8 @@ drop=(--drop-caches "sh $WORK/drop.sh")
 [[ ${DROP:-1} == 1 ]] || drop=() # DROP=0: no row from disk (older binaries)
 cmd=("$C" bench nfs --time "${TIME:-5}" --stream "${STREAM:-128M}" --file "${FILE:-64M}"
     --threads "${THREADS:-4}" "${drop[@]}"
-    --target "ganesha=127.0.0.1:2049:20048/export@$GPID"
-    --target "cachalot=127.0.0.1:12049/tank/fs@$CPID" "${base[@]}")
+    --target "ganesha=127.0.0.1:2049:20048/export@$GPID?version=$VERS"
+    --target "cachalot=127.0.0.1:12049/tank/fs@$CPID?version=$VERS" "${base[@]}")
+[[ $VERS == 3 ]] || cmd+=(--target "cachalot-v3=127.0.0.1:12049/tank/fs@$CPID")
 echo "${cmd[*]}" >"$OUT/command"
 "${cmd[@]}" | tee "$OUT/report.md"

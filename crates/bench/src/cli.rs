@@ -63,15 +63,16 @@ pub enum BenchCmd {
     Mysql(Box<MysqlArgs>),
     /// fio: 16K random read/write, 4K write+fdatasync latency, 1M sequential I/O
     Fio(FioArgs),
-    /// NFSv3 load generator: streaming and IOPS rows against NFS servers side by side
+    /// NFSv3/NFSv4.1 load generator: streaming and IOPS rows against NFS servers side by side
     Nfs(NfsArgs),
 }
 
-/// `cachalot bench nfs --target NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]...`
+/// `cachalot bench nfs --target NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID][?version=4.1]...`
 #[derive(Args, Debug)]
 pub struct NfsArgs {
-    /// An NFSv3 server and export, as NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]
-    /// (PID: the server process, for CPU per operation); the first is the baseline
+    /// An NFS server and export, as NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID][?version=4.1]
+    /// (PID: the server process, for CPU per operation; version=4.1: NFSv4.1, EXPORT then a
+    /// path in its pseudo file system); the first is the baseline
     #[arg(long = "target", required = true, num_args = 1.., value_parser = cachalot_nfs::load::parse_target)]
     pub targets: Vec<cachalot_nfs::load::Target>,
     /// Connections, each with one request in flight

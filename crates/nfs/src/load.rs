@@ -1,5 +1,7 @@
-//! `cachalot bench nfs`: a user-space NFSv3 load generator over [`Client`].
-//! Each target gets the same rows, measured in the same run, one after the
+//! `cachalot bench nfs`: a user-space NFS load generator, NFSv3 over
+//! [`Client`] or NFSv4.1 over [`Session4`] (a target's `?version=4.1`: one
+//! session per connection, each operation a COMPOUND of SEQUENCE, PUTFH and
+//! the operation, I/O under an open stateid). Each target gets the same rows, measured in the same run, one after the
 //! other: streaming write (1 MiB UNSTABLE writes, COMMIT at the end of each
 //! file), streaming read (the files just written: from cache), 1-byte read
 //! IOPS and 4 KiB random read IOPS (from cache), and 16 KiB random reads and
@@ -14,6 +16,7 @@
 //! first target in the same run; the files made are removed afterwards.
 
 use crate::client::{Client, Error};
+use crate::nfs4::client::{Session4, Stateid};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,11 +32,22 @@ pub struct Target {
     pub export: String,
     /// The server's process, to report its CPU time per operation.
     pub pid: Option<u32>,
+    /// Speak NFSv4.1 (the export is then a path in the server's pseudo file
+    /// system, and MOUNT is not used).
+    pub v41: bool,
 }
 
-/// Parse `NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]`.
+/// Parse `NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID][?version=3|4.1]`.
 pub fn parse_target(s: &str) -> Result<Target, String> {
-    let bad = || format!("--target '{s}': expected NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID]");
+    let bad = || {
+        format!("--target '{s}': expected NAME=HOST:PORT[:MOUNTPORT]/EXPORT[@PID][?version=3|4.1]")
+    };
+    let (s, v41) = match s.rsplit_once("?version=") {
+        Some((s, "4.1")) => (s, true),
+        Some((s, "3")) => (s, false),
+        Some(_) => return Err(bad()),
+        None => (s, false),
+    };
     let (name, rest) = s.split_once('=').ok_or_else(bad)?;
     let (rest, pid) = match rest.rsplit_once('@') {
         Some((r, p)) => (r, Some(p.parse::<u32>().map_err(|_| bad())?)),
@@ -60,6 +74,7 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
         mount: addr(mport)?,
         export: format!("/{export}"),
         pid,
+        v41,
     })
 }
 
@@ -115,20 +130,92 @@ fn cpu_ticks(pid: Option<u32>) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-struct Conn {
-    c: Client,
-    root: Vec<u8>,
-    file: Vec<u8>,
+/// One connection with its file, over either version.
+enum Conn {
+    V3 {
+        c: Client,
+        root: Vec<u8>,
+        file: Vec<u8>,
+    },
+    V41 {
+        s: Box<Session4>,
+        root: Vec<u8>,
+        file: Vec<u8>,
+        sid: Stateid,
+    },
+}
+
+fn file_name(i: usize) -> String {
+    format!("cachalot-bench-nfs-{i}")
 }
 
 fn connect(t: &Target, i: usize) -> Result<Conn, String> {
+    let name = file_name(i);
+    let c = Client::connect(t.nfs).map_err(|e| e.to_string())?;
+    if t.v41 {
+        // A client owner of its own per connection: each connection is a
+        // client with one session, as `threads` kernel clients would be.
+        let owner = format!("cachalot-bench-{}-{i}", std::process::id());
+        let mut s = Session4::establish(c, owner.as_bytes(), 1).map_err(err)?;
+        s.reclaim_complete().map_err(err)?;
+        let root = s.lookup_path(&t.export).map_err(err)?;
+        let _ = s.remove(&root, &name);
+        let (sid, file) = s.open_create(&root, b"bench", &name, 0o644).map_err(err)?;
+        return Ok(Conn::V41 {
+            s: Box::new(s),
+            root,
+            file,
+            sid,
+        });
+    }
+    let mut c = c;
     let mut m = Client::connect(t.mount).map_err(|e| e.to_string())?;
     let root = m.mount(&t.export).map_err(err)?;
-    let mut c = Client::connect(t.nfs).map_err(|e| e.to_string())?;
-    let name = format!("cachalot-bench-nfs-{i}");
     let _ = c.remove(&root, &name);
     let (file, _) = c.create_file(&root, &name, 0o644).map_err(err)?;
-    Ok(Conn { c, root, file })
+    Ok(Conn::V3 { c, root, file })
+}
+
+impl Conn {
+    /// An UNSTABLE write of `data` at `off`.
+    fn write(&mut self, off: u64, data: &[u8]) -> Result<(), String> {
+        match self {
+            Conn::V3 { c, file, .. } => c.write(file, off, data, 0).map(|_| ()),
+            Conn::V41 { s, file, sid, .. } => s.write(file, *sid, off, data, 0).map(|_| ()),
+        }
+        .map_err(err)
+    }
+
+    /// Read `count` bytes at `off`: (bytes read, eof).
+    fn read(&mut self, off: u64, count: u32) -> Result<(u64, bool), String> {
+        let (d, eof) = match self {
+            Conn::V3 { c, file, .. } => c.read(file, off, count),
+            Conn::V41 { s, file, sid, .. } => s.read(file, *sid, off, count),
+        }
+        .map_err(err)?;
+        Ok((d.len() as u64, eof))
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        match self {
+            Conn::V3 { c, file, .. } => c.commit(file).map(|_| ()),
+            Conn::V41 { s, file, .. } => s.commit(file).map(|_| ()),
+        }
+        .map_err(err)
+    }
+
+    /// Close and remove the file `name` (best effort: the rows are measured).
+    fn remove(&mut self, name: &str) {
+        match self {
+            Conn::V3 { c, root, .. } => {
+                let _ = c.remove(root, name);
+            }
+            Conn::V41 { s, root, file, sid } => {
+                let _ = s.close(file, *sid);
+                let _ = s.remove(root, name);
+            }
+        }
+    }
 }
 
 /// Run `op` on every connection in parallel for `secs` (or until it returns
@@ -232,17 +319,17 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
     };
     let stream_chunks = o.stream_bytes.div_ceil(1 << 20);
     let (r, cpu) = measure(&mut conns, 3600, &|c, i| {
-        c.c.write(&c.file, i << 20, &chunk, 0).map_err(err)?;
+        c.write(i << 20, &chunk)?;
         let last = i + 1 >= stream_chunks;
         if last {
-            c.c.commit(&c.file).map_err(err)?;
+            c.commit()?;
         }
         Ok((!last, 1 << 20))
     })?;
     row(0, r, cpu);
     let stream_read = |c: &mut Conn, i: u64| {
-        let (d, eof) = c.c.read(&c.file, i << 20, 1 << 20).map_err(err)?;
-        Ok((!eof && i + 1 < stream_chunks, d.len() as u64))
+        let (n, eof) = c.read(i << 20, 1 << 20)?;
+        Ok((!eof && i + 1 < stream_chunks, n))
     };
     let (r, cpu) = measure(&mut conns, 3600, &stream_read)?;
     row(1, r, cpu);
@@ -255,35 +342,31 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
     let span = o.file_bytes.min(stream_chunks << 20).max(1 << 20);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = rand(1, i) % span;
-        let (d, _) = c.c.read(&c.file, off, 1).map_err(err)?;
-        Ok((true, d.len() as u64))
+        Ok((true, c.read(off, 1)?.0))
     })?;
     row(3, r, cpu);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(2, i) % (span / 4096)) * 4096;
-        let (d, _) = c.c.read(&c.file, off, 4096).map_err(err)?;
-        Ok((true, d.len() as u64))
+        Ok((true, c.read(off, 4096)?.0))
     })?;
     row(4, r, cpu);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(3, i) % (span / 16384)) * 16384;
-        let (d, _) = c.c.read(&c.file, off, 16384).map_err(err)?;
-        Ok((true, d.len() as u64))
+        Ok((true, c.read(off, 16384)?.0))
     })?;
     row(5, r, cpu);
     let page = noise(2, 16384);
     let (r, cpu) = measure(&mut conns, o.seconds, &|c, i| {
         let off = (rand(4, i) % (span / 16384)) * 16384;
-        c.c.write(&c.file, off, &page, 0).map_err(err)?;
+        c.write(off, &page)?;
         if (i + 1) % 64 == 0 {
-            c.c.commit(&c.file).map_err(err)?;
+            c.commit()?;
         }
         Ok((true, 16384))
     })?;
     row(6, r, cpu);
     for (i, c) in conns.iter_mut().enumerate() {
-        let root = c.root.clone();
-        let _ = c.c.remove(&root, &format!("cachalot-bench-nfs-{i}"));
+        c.remove(&file_name(i));
     }
     Ok(out)
 }
@@ -310,11 +393,12 @@ pub fn run(targets: &[Target], o: &LoadOptions) -> Result<String, String> {
         all.push(r);
     }
     let mut s = format!(
-        "NFSv3 load: {} connections, one request each in flight, {} s per timed row\n\n| row | unit |",
+        "NFS load: {} connections, one request each in flight, {} s per timed row\n\n| row | unit |",
         o.threads, o.seconds
     );
     for t in targets {
-        s.push_str(&format!(" {} |", t.name));
+        let vers = if t.v41 { "v4.1" } else { "v3" };
+        s.push_str(&format!(" {} ({vers}) |", t.name));
     }
     for t in targets.iter().skip(1) {
         s.push_str(&format!(" {} / {} |", t.name, targets[0].name));
@@ -364,12 +448,20 @@ mod tests {
         );
         let g = parse_target("g=127.0.0.1:20:21/srv/export").unwrap();
         assert_eq!((g.nfs.port(), g.mount.port(), g.pid), (20, 21, None));
+        assert!(!t.v41 && !g.v41);
+        let v = parse_target("v=127.0.0.1:2049/tank/fs@7?version=4.1").unwrap();
+        assert_eq!(
+            (v.export.as_str(), v.pid, v.v41),
+            ("/tank/fs", Some(7), true)
+        );
+        assert!(!parse_target("v=127.0.0.1:2049/a?version=3").unwrap().v41);
         for bad in [
             "x",
             "=1.2.3.4:1/a",
             "n=host/a",
             "n=1.2.3.4:1",
             "n=1.2.3.4:1/a@x",
+            "n=1.2.3.4:1/a?version=4",
         ] {
             assert!(parse_target(bad).is_err(), "{bad}");
         }

@@ -118,10 +118,13 @@ pub fn create_session_args_cached(
     cached: u32,
 ) {
     w.u64(clientid).u32(seq).u32(0);
+    // Requests and replies of a record: room for a 1 MiB READ or WRITE with
+    // its COMPOUND around it, as Linux asks for rsize plus its overhead.
+    let max = crate::rpc::MAX_RECORD as u32;
     for (ops, reqs, cached) in [(16, slots, cached), (2, 1, 0)] {
         w.u32(0)
-            .u32(1 << 20)
-            .u32(1 << 20)
+            .u32(max)
+            .u32(max)
             .u32(cached)
             .u32(ops)
             .u32(reqs)
@@ -241,5 +244,180 @@ impl Session4 {
             body: rep.body[used..].to_vec(),
             ..rep
         })
+    }
+}
+
+/// An NFSv4 stateid: seqid and "other".
+pub type Stateid = (u32, [u8; 12]);
+
+fn read_stateid(r: &mut Reader<'_>) -> XResult<Stateid> {
+    let seq = r.u32()?;
+    let mut other = [0u8; 12];
+    other.copy_from_slice(r.fixed(12)?);
+    Ok((seq, other))
+}
+
+/// OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 section 18.16.3): no
+/// delegation, so a client of this module never has to answer a recall.
+const WANT_NO_DELEG: u32 = 0x0400;
+const SHARE_ACCESS_BOTH: u32 = 3;
+const CLAIM_NULL: u32 = 0;
+const OPEN_DELEGATE_NONE: u32 = 0;
+const OPEN_DELEGATE_NONE_EXT: u32 = 3;
+/// The largest file handle (FHSIZE).
+const FHSIZE: usize = 128;
+
+/// File operations for the load generator and tests: each a COMPOUND behind
+/// SEQUENCE on slot 0, failing with the first non-OK status.
+impl Session4 {
+    /// `ops` behind SEQUENCE; the reply must be OK throughout.
+    fn call_ok(&mut self, ops: &Ops) -> R<Reply> {
+        let rep = self.call(ops)?;
+        match rep.status {
+            NFS4_OK => Ok(rep),
+            s => Err(Error::Status(s)),
+        }
+    }
+
+    /// RECLAIM_COMPLETE for the whole client: a new client sends it before
+    /// its first OPEN (a server in grace refuses new opens until then).
+    pub fn reclaim_complete(&mut self) -> R<()> {
+        let mut ops = Ops::new();
+        ops.op(OP_RECLAIM_COMPLETE).bool(false);
+        match self.call(&ops)?.status {
+            // Sent twice, or to a server that keeps no record: harmless.
+            NFS4_OK | NFS4ERR_COMPLETE_ALREADY => Ok(()),
+            s => Err(Error::Status(s)),
+        }
+    }
+
+    /// The file handle of `path` ("/tank/fs") from the pseudo root.
+    pub fn lookup_path(&mut self, path: &str) -> R<Vec<u8>> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTROOTFH);
+        for name in path.split('/').filter(|n| !n.is_empty()) {
+            ops.op(OP_LOOKUP).opaque(name.as_bytes());
+        }
+        ops.op(OP_GETFH);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        for _ in 1..ops.n {
+            r.u32()?;
+            r.u32()?;
+        }
+        op_status(&mut r, OP_GETFH)?;
+        Ok(r.opaque(FHSIZE)?.to_vec())
+    }
+
+    /// OPEN `name` in directory `dir` for reading and writing, creating it
+    /// (UNCHECKED4, `mode`) if it does not exist, for open-owner `owner`:
+    /// the open stateid and the file's handle.
+    pub fn open_create(
+        &mut self,
+        dir: &[u8],
+        owner: &[u8],
+        name: &str,
+        mode: u32,
+    ) -> R<(Stateid, Vec<u8>)> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(dir);
+        let clientid = self.clientid;
+        let w = ops.op(OP_OPEN);
+        w.u32(0)
+            .u32(SHARE_ACCESS_BOTH | WANT_NO_DELEG)
+            .u32(0)
+            .u64(clientid)
+            .opaque(owner);
+        // OPEN4_CREATE, UNCHECKED4, fattr4 { mode }.
+        w.u32(1)
+            .u32(0)
+            .u32(2)
+            .u32(0)
+            .u32(1 << (super::attrs::FATTR4_MODE - 32));
+        w.opaque(&mode.to_be_bytes());
+        w.u32(CLAIM_NULL).opaque(name.as_bytes());
+        ops.op(OP_GETFH);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        op_status(&mut r, OP_PUTFH)?;
+        op_status(&mut r, OP_OPEN)?;
+        let sid = read_stateid(&mut r)?;
+        r.fixed(20)?; // change_info4
+        r.u32()?; // rflags
+        r.u32_array(8)?; // attrset
+        match r.u32()? {
+            OPEN_DELEGATE_NONE => {}
+            OPEN_DELEGATE_NONE_EXT => {
+                // why_no_deleg, and for CONTENTION/RESOURCE a bool.
+                if matches!(r.u32()?, 1 | 2) {
+                    r.bool()?;
+                }
+            }
+            // Asked for none: a delegation would need recalls answered.
+            _ => return Err(Error::Garbage),
+        }
+        op_status(&mut r, OP_GETFH)?;
+        Ok((sid, r.opaque(FHSIZE)?.to_vec()))
+    }
+
+    /// WRITE `data` at `off` with `stable` (0 UNSTABLE4, 2 FILE_SYNC4): the
+    /// count written.
+    pub fn write(&mut self, fh: &[u8], sid: Stateid, off: u64, data: &[u8], stable: u32) -> R<u32> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(fh);
+        ops.op(OP_WRITE)
+            .u32(sid.0)
+            .fixed(&sid.1)
+            .u64(off)
+            .u32(stable)
+            .opaque(data);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        op_status(&mut r, OP_PUTFH)?;
+        op_status(&mut r, OP_WRITE)?;
+        Ok(r.u32()?)
+    }
+
+    /// READ `count` bytes at `off`: (data, eof).
+    pub fn read(&mut self, fh: &[u8], sid: Stateid, off: u64, count: u32) -> R<(Vec<u8>, bool)> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(fh);
+        ops.op(OP_READ).u32(sid.0).fixed(&sid.1).u64(off).u32(count);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        op_status(&mut r, OP_PUTFH)?;
+        op_status(&mut r, OP_READ)?;
+        let eof = r.bool()?;
+        Ok((r.opaque(count as usize)?.to_vec(), eof))
+    }
+
+    /// COMMIT the whole file: the write verifier.
+    pub fn commit(&mut self, fh: &[u8]) -> R<[u8; 8]> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(fh);
+        ops.op(OP_COMMIT).u64(0).u32(0);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        op_status(&mut r, OP_PUTFH)?;
+        op_status(&mut r, OP_COMMIT)?;
+        let mut verf = [0u8; 8];
+        verf.copy_from_slice(r.fixed(8)?);
+        Ok(verf)
+    }
+
+    /// CLOSE the open `sid` of `fh`.
+    pub fn close(&mut self, fh: &[u8], sid: Stateid) -> R<()> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(fh);
+        ops.op(OP_CLOSE).u32(0).u32(sid.0).fixed(&sid.1);
+        self.call_ok(&ops).map(|_| ())
+    }
+
+    /// REMOVE `name` from directory `dir`.
+    pub fn remove(&mut self, dir: &[u8], name: &str) -> R<()> {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(dir);
+        ops.op(OP_REMOVE).opaque(name.as_bytes());
+        self.call_ok(&ops).map(|_| ())
     }
 }
