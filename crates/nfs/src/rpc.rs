@@ -28,7 +28,7 @@ const CALL: u32 = 0;
 const REPLY: u32 = 1;
 const AUTH_NONE: u32 = 0;
 const AUTH_SYS: u32 = 1;
-const LAST_FRAGMENT: u32 = 1 << 31;
+pub const LAST_FRAGMENT: u32 = 1 << 31;
 
 /// Who sent a call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,6 +214,13 @@ pub fn encode_call(
     args: &[u8],
 ) -> Vec<u8> {
     let mut w = Writer::with_capacity(args.len() + 96);
+    call_header(&mut w, xid, prog, vers, proc_, cred);
+    w.buf.extend_from_slice(args);
+    w.buf
+}
+
+/// Append a call's header (everything before its arguments) to `w`.
+pub fn call_header(w: &mut Writer, xid: u32, prog: u32, vers: u32, proc_: u32, cred: &Cred) {
     w.u32(xid).u32(CALL).u32(2).u32(prog).u32(vers).u32(proc_);
     match cred {
         Cred::None => {
@@ -233,8 +240,6 @@ pub fn encode_call(
         }
     }
     w.u32(AUTH_NONE).u32(0);
-    w.buf.extend_from_slice(args);
-    w.buf
 }
 
 #[cfg(test)]

@@ -243,7 +243,7 @@ fn create_and_destroy_sessions_and_clients() {
         "a retried CREATE_SESSION gets its reply"
     );
     let mut sid = [0u8; 16];
-    sid.copy_from_slice(&first.body[8..24]);
+    sid.copy_from_slice(&first.body()[8..24]);
     // The same client asking again learns its record is confirmed.
     let (id2, _, flags) = Session4::exchange_id(&mut c, b"client-c", *b"boot0001").unwrap();
     assert_eq!(id2, id);
@@ -311,8 +311,8 @@ fn a_rebooted_client_replaces_its_old_state() {
         .bool(false);
     let rep = Session4::raw(&mut c, &o, 1).unwrap();
     assert_eq!(rep.status, NFS4_OK);
-    assert_eq!(&rep.body[8..24], &old.sessionid);
-    assert_eq!(&rep.body[24..28], &CDFS4_FORE.to_be_bytes());
+    assert_eq!(&rep.body()[8..24], &old.sessionid);
+    assert_eq!(&rep.body()[24..28], &CDFS4_FORE.to_be_bytes());
     // The same owner with a new verifier: a new client id, and once its
     // session is created the old one is gone.
     let (id, seq, _) = Session4::exchange_id(&mut c, b"client-d", *b"rebooted").unwrap();

@@ -1,6 +1,6 @@
 //! The cost of NFSv4.1's COMPOUND (SEQUENCE + PUTFH + op) against NFSv3's single
 //! procedure on the same server, one connection, loopback: GETATTR, 4 KiB READ
-//! and 4 KiB UNSTABLE WRITE. Prints ops/s (median of 5 alternating 1 s rounds,
+//! and 4 KiB and 1 MiB UNSTABLE WRITEs. Prints ops/s (median of 5 alternating 1 s rounds,
 //! so a noisy machine hits both versions alike) and the v4/v3 ratio. A measurement,
 //! not a check: run it by hand,
 //!   cargo test --profile ci -p cachalot-nfs --test nfs4_bench -- --ignored --nocapture
@@ -103,6 +103,18 @@ fn v4_compound_cost_against_v3() {
         },
     );
     rows.push(("write 4K unstable", a, b));
+    let big = vec![9u8; 1 << 20];
+    let (a, b) = pair(
+        || {
+            c3.borrow_mut().write(&fh, 0, &big, 0).unwrap();
+        },
+        || {
+            v4(&|o| {
+                o.op(OP_WRITE).fixed(&sid).u64(0).u32(0).opaque(&big);
+            })
+        },
+    );
+    rows.push(("write 1M unstable", a, b));
     println!(
         "{:<18} {:>10} {:>10} {:>6}",
         "row", "v3 ops/s", "v4.1 ops/s", "v4/v3"

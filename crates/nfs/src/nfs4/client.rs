@@ -63,26 +63,37 @@ impl Ops {
 pub struct Reply {
     pub status: u32,
     pub n: u32,
-    pub body: Vec<u8>,
+    /// The whole COMPOUND4res.
     pub raw: Vec<u8>,
+    /// Where the results not yet read start in `raw` (after the header, or
+    /// after SEQUENCE's result for [`Session4::call`]).
+    start: usize,
 }
 
 impl Reply {
     pub fn decode(b: &[u8]) -> XResult<Reply> {
-        let mut r = Reader::new(b);
+        Self::decode_owned(b.to_vec())
+    }
+    /// Decode `b`, keeping it (a 1 MiB READ's reply is not copied).
+    pub fn decode_owned(b: Vec<u8>) -> XResult<Reply> {
+        let mut r = Reader::new(&b);
         let status = r.u32()?;
         r.string(1024)?;
         let n = r.u32()?;
-        let used = b.len() - r.remaining();
+        let start = b.len() - r.remaining();
         Ok(Reply {
             status,
             n,
-            body: b[used..].to_vec(),
-            raw: b.to_vec(),
+            raw: b,
+            start,
         })
     }
+    /// The results (each: operation, status, result).
+    pub fn body(&self) -> &[u8] {
+        &self.raw[self.start..]
+    }
     pub fn reader(&self) -> Reader<'_> {
-        Reader::new(&self.body)
+        Reader::new(self.body())
     }
 }
 
@@ -147,8 +158,11 @@ pub struct Session4 {
 impl Session4 {
     /// Send COMPOUND `ops` (no SEQUENCE added) as minor version `minor`.
     pub fn raw(c: &mut Client, ops: &Ops, minor: u32) -> R<Reply> {
-        let body = c.call(PROG_NFS, 4, 1, &ops.encode(minor))?;
-        Ok(Reply::decode(&body)?)
+        let body = c.call_with(PROG_NFS, 4, 1, ops.w.len() + 16, |w| {
+            w.opaque(b"cachalot").u32(minor).u32(ops.n);
+            w.buf.extend_from_slice(&ops.w.buf);
+        })?;
+        Ok(Reply::decode_owned(body)?)
     }
 
     /// EXCHANGE_ID: (clientid, sequenceid, flags).
@@ -226,12 +240,17 @@ impl Session4 {
     /// Send `ops` behind a SEQUENCE on slot 0 (cached if `ops.cache`); the
     /// reply's reader is left after the SEQUENCE result, which must be OK.
     pub fn call(&mut self, ops: &Ops) -> R<Reply> {
-        let mut all = Ops::new();
+        let mut seq_op = Ops::new();
         let seq = self.seq[0];
-        self.sequence_op(&mut all, 0, seq, ops.cache);
-        all.n += ops.n;
-        all.w.buf.extend_from_slice(&ops.w.buf);
-        let rep = Self::raw(&mut self.c, &all, 1)?;
+        self.sequence_op(&mut seq_op, 0, seq, ops.cache);
+        // SEQUENCE and `ops` go straight into the message: one copy of a
+        // 1 MiB WRITE's data, not four.
+        let body = self.c.call_with(PROG_NFS, 4, 1, ops.w.len() + 96, |w| {
+            w.opaque(b"cachalot").u32(1).u32(1 + ops.n);
+            w.buf.extend_from_slice(&seq_op.w.buf);
+            w.buf.extend_from_slice(&ops.w.buf);
+        })?;
+        let mut rep = Reply::decode_owned(body)?;
         self.seq[0] = seq.wrapping_add(1);
         let mut r = rep.reader();
         match op_status(&mut r, OP_SEQUENCE)? {
@@ -239,11 +258,8 @@ impl Session4 {
             s => return Err(Error::Status(s)),
         }
         r.fixed(16 + 20)?;
-        let used = rep.body.len() - r.remaining();
-        Ok(Reply {
-            body: rep.body[used..].to_vec(),
-            ..rep
-        })
+        rep.start = rep.raw.len() - r.remaining();
+        Ok(rep)
     }
 }
 
