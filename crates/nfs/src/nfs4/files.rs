@@ -59,6 +59,9 @@ impl Compound<'_, '_> {
     }
 
     pub fn resolved(&self) -> Result<Resolved, u32> {
+        if let Some(r) = self.putfh_resolved.borrow_mut().take() {
+            return Ok(r);
+        }
         self.cur()?.resolve(self.ctx)
     }
 
@@ -72,8 +75,9 @@ impl Compound<'_, '_> {
 
     pub fn putfh(&mut self, b: &[u8]) -> OpResult {
         let fh = Fh::decode(self.ctx, b)?;
-        fh.resolve(self.ctx)?;
+        let r = fh.resolve(self.ctx)?;
         self.cur = Some(fh);
+        *self.putfh_resolved.borrow_mut() = Some(r);
         Ok(())
     }
 
