@@ -376,6 +376,26 @@ last_dst=$(CB list -H -t snapshot -o name tank/sched | tail -n 1)
 assert_eq "${last_dst#*@}" "${last_src#*@}" "newest snapshot on both sides"
 cycles=$(grep -c "replication r2: sent" "$ARTIFACTS/daemon.log" || true)
 ((cycles >= 3)) || fail "only $cycles scheduled cycles in 6 s at a 1 s schedule"
+
+note "analytics: bytes (sent and received) and cycles by relationship, lag samples"
+out=$(assert_ok CA analytics show replication.cycles --by relationship -H -p)
+assert_contains "$out" "r2" "source: cycles of r2"
+out=$(assert_ok CA analytics show replication.bytes --by relationship -H -p)
+assert_contains "$out" "r2" "source: bytes r2 sent"
+out=$(assert_ok CB analytics show replication.bytes --by relationship -H -p)
+assert_contains "$out" "r2" "target: bytes of r2 received, under the source's name for it"
+# Sampled every 10 s: r1 has had a recovery point for longer than that.
+out=$(assert_ok CA analytics show replication.lag --by relationship -H -p)
+assert_contains "$out" "r1" "lag samples of r1"
+note "lagging: past twice the schedule with the link down; not while paused"
+ip -n "$NSA" link set "vA$$" down
+assert_ok CA replication resume r2
+sleep 1
+lagging() { CA debug call repl.list '{"name":"r2"}' | tr -d ' \n' | grep -o '"lagging":[a-z]*'; }
+assert_eq "$(lagging)" '"lagging":true' "r2 resumed with the link down"
+assert_ok CA replication pause r2
+assert_eq "$(lagging)" '"lagging":false' "r2 paused"
+ip -n "$NSA" link set "vA$$" up
 assert_ok CA replication destroy r2
 assert_fails CA replication run r2
 

@@ -112,6 +112,27 @@ pub const CATALOG: &[StatInfo] = &[
         about: "object-layer operations per dataset",
     },
     StatInfo {
+        name: "replication.bytes",
+        dims: &["relationship", "side"],
+        unit: "bytes",
+        timed: false,
+        about: "replication stream bytes, sent (source) or received (target)",
+    },
+    StatInfo {
+        name: "replication.cycles",
+        dims: &["relationship", "result"],
+        unit: "ops",
+        timed: true,
+        about: "replication cycles, ok or failed (latency = the cycle's duration)",
+    },
+    StatInfo {
+        name: "replication.lag",
+        dims: &["relationship"],
+        unit: "ops",
+        timed: true,
+        about: "recovery point age, sampled every 10 s (latency = the lag: --by latency for its distribution)",
+    },
+    StatInfo {
         name: "scsi.ops",
         dims: &["initiator", "volume", "op", "region"],
         unit: "ops",

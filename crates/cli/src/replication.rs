@@ -126,7 +126,12 @@ fn list(
             s("name"),
             s("source"),
             s("target"),
-            s("state"),
+            // Alert-worthy lag shows in STATE instead of idle/running (the
+            // JSON keeps both: `state` and `lagging`).
+            match (s("state").as_str(), r["lagging"].as_bool()) {
+                ("idle" | "running", Some(true)) => "lagging".to_string(),
+                (st, _) => st.to_string(),
+            },
             num("lag", if parsable { &exact } else { &lag_text }),
             num("last_success", if parsable { &exact } else { &format_date }),
             num("bytes", if parsable { &exact } else { &format_size }),

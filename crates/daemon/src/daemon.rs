@@ -42,6 +42,7 @@ pub mod nfs;
 pub mod replication;
 mod replication_cycle;
 mod replication_serve;
+pub mod replication_stats;
 mod shares;
 mod snapshots;
 mod streams;

@@ -113,6 +113,17 @@ impl Relationship {
             .map(|t| now.saturating_sub(t))
     }
 
+    /// Alert-worthy: the recovery point is older than twice the schedule
+    /// (a cycle was missed, or one takes longer than two periods). Paused and
+    /// broken relationships are not lagging: somebody stopped them.
+    pub fn lagging(&self, now: u64) -> bool {
+        !self.paused
+            && !self.broken
+            && self
+                .lag(now)
+                .is_some_and(|l| l > self.schedule.saturating_mul(2))
+    }
+
     /// "idle", "running", "paused", "broken" or "error" (`running` is known
     /// to the scheduler only, so the caller passes it).
     pub fn state(&self, running: bool) -> &'static str {
@@ -157,5 +168,33 @@ mod tests {
         assert!(check_name("db-1.a_b").is_ok());
         assert!(check_name("a/b").is_err());
         assert!(check_name("").is_err());
+    }
+
+    #[test]
+    fn lagging_past_twice_the_schedule_unless_stopped() {
+        let mut r = Relationship {
+            name: "r".into(),
+            source: "tank/a".into(),
+            target_addr: "h:1".into(),
+            target_fs: "t/a".into(),
+            schedule: 60,
+            keep: DEFAULT_KEEP.into(),
+            bwlimit: None,
+            paused: false,
+            broken: false,
+            status: Status::default(),
+        };
+        assert!(
+            !r.lagging(1_000),
+            "no recovery point yet: nothing to compare"
+        );
+        r.status.last_snapshot_time = Some(1_000);
+        assert!(!r.lagging(1_120), "exactly two schedules");
+        assert!(r.lagging(1_121));
+        r.paused = true;
+        assert!(!r.lagging(5_000));
+        r.paused = false;
+        r.broken = true;
+        assert!(!r.lagging(5_000));
     }
 }

@@ -364,6 +364,7 @@ impl Daemon {
                     "target": rel.target(),
                     "state": rel.state(r.is_running(&rel.name)),
                     "lag": rel.lag(t),
+                    "lagging": rel.lagging(t),
                     "last_success": s.last_success,
                     "last_snapshot": s.last_snapshot,
                     "bytes": s.last_bytes,

@@ -108,11 +108,15 @@ impl Daemon {
             ));
         }
         let started = now();
+        let t0 = Instant::now();
         r.update(name, |x| {
             x.status.last_attempt = Some(started);
             Ok(())
         })?;
-        match guarded("replication", || self.cycle(&rel)) {
+        let res = guarded("replication", || self.cycle(&rel));
+        let sent = res.as_ref().map_or(0, |rep| rep.bytes);
+        super::replication_stats::cycle_done(name, res.is_ok(), sent, t0.elapsed());
+        match res {
             Ok(rep) => {
                 let rate = (rep.bytes as f64 / rep.secs.max(1e-3)) as u64;
                 let snap_time = super::replication_serve::snapshot_time(name, &rep.snapshot);
@@ -290,31 +294,38 @@ impl Daemon {
         let d = self.clone();
         std::thread::Builder::new()
             .name("cachalot-repl-sched".into())
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(250));
-                if d.is_shutting_down() {
-                    return;
-                }
-                for name in d.replication.names() {
-                    let Ok(rel) = d.replication.get(&name) else {
-                        continue;
-                    };
-                    let due = rel
-                        .status
-                        .last_attempt
-                        .is_none_or(|t| now() >= t + rel.schedule);
-                    if rel.paused || rel.broken || !due || d.replication.is_running(&name) {
-                        continue;
+            .spawn(move || {
+                let mut sampled = Instant::now();
+                loop {
+                    std::thread::sleep(Duration::from_millis(250));
+                    if d.is_shutting_down() {
+                        return;
                     }
-                    let d2 = d.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("cachalot-repl-cycle".into())
-                        .spawn(move || {
-                            let lock = d2.replication.cycle_lock(&name);
-                            if let Some(_cycle) = lock.try_lock() {
-                                let _ = d2.cycle_locked(&name);
-                            };
-                        });
+                    if sampled.elapsed() >= super::replication_stats::LAG_SAMPLE {
+                        sampled = Instant::now();
+                        d.sample_replication_lag();
+                    }
+                    for name in d.replication.names() {
+                        let Ok(rel) = d.replication.get(&name) else {
+                            continue;
+                        };
+                        let due = rel
+                            .status
+                            .last_attempt
+                            .is_none_or(|t| now() >= t + rel.schedule);
+                        if rel.paused || rel.broken || !due || d.replication.is_running(&name) {
+                            continue;
+                        }
+                        let d2 = d.clone();
+                        let _ = std::thread::Builder::new()
+                            .name("cachalot-repl-cycle".into())
+                            .spawn(move || {
+                                let lock = d2.replication.cycle_lock(&name);
+                                if let Some(_cycle) = lock.try_lock() {
+                                    let _ = d2.cycle_locked(&name);
+                                };
+                            });
+                    }
                 }
             })?;
         Ok(())
@@ -433,7 +444,9 @@ fn transfer(
     rel: &Relationship,
     produce: impl FnOnce(&mut dyn Write) -> Result<StreamStats, StoreError>,
 ) -> Result<u64, String> {
-    link.request(&json!({ "op": "receive", "fs": rel.target_fs }))?;
+    // `rel` names the relationship in the target's analytics (older targets
+    // ignore it).
+    link.request(&json!({ "op": "receive", "fs": rel.target_fs, "rel": rel.name }))?;
     let mut w = link.data_writer(rel.bwlimit);
     let produced = guarded("replication send", || produce(&mut w).map_err(se));
     let finished = match produced {

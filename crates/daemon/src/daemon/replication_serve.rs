@@ -361,6 +361,8 @@ impl Daemon {
         })?;
         let _ = data.drain();
         let bytes = data.total();
+        let rel = req["rel"].as_str().unwrap_or(&fs);
+        super::replication_stats::received(rel, bytes);
         log(format!(
             "replication: received '{}': {bytes} bytes",
             out.snapshot

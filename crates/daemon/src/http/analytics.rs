@@ -9,6 +9,7 @@
 //!   the `file` dimension, whose cardinality would overwhelm a Prometheus server.
 //! - The UI needs nothing from outside the binary (no CDN, no build step).
 
+use crate::daemon::replication_stats::LagGauge;
 use crate::daemon::Daemon;
 use crate::proto::Request;
 use axum::extract::{RawQuery, State};
@@ -153,7 +154,8 @@ async fn heatmap(State(d): State<Arc<Daemon>>, RawQuery(q): RawQuery) -> (Status
 
 async fn metrics(State(d): State<Arc<Daemon>>) -> Response {
     let usage = d.analytics().map(|a| a.usage());
-    let body = tokio::task::spawn_blocking(move || render_metrics(usage.as_ref()))
+    let lags = d.replication_lag_gauges();
+    let body = tokio::task::spawn_blocking(move || render_metrics(usage.as_ref(), &lags))
         .await
         .unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
@@ -185,8 +187,9 @@ fn labels(names: &[&str], values: &[&str], extra: Option<(&str, &str)>) -> Strin
 /// Per label set (without `file`): count, bytes, latency sum, latency buckets.
 type Agg = BTreeMap<Vec<String>, (u64, u64, u64, Vec<u64>)>;
 
-/// Prometheus text exposition of the live registry.
-pub fn render_metrics(usage: Option<&Value>) -> String {
+/// Prometheus text exposition of the live registry, and of the replication
+/// relationships' lag (a gauge: the registry keeps events, not levels).
+pub fn render_metrics(usage: Option<&Value>, lags: &[LagGauge]) -> String {
     let reg = cachalot_analytics::global();
     let mut out = String::new();
     for info in CATALOG {
@@ -264,6 +267,33 @@ pub fn render_metrics(usage: Option<&Value>) -> String {
             let _ = writeln!(out, "{h}_count{} {}", labels(&names, &vals, None), v.0);
         }
     }
+    if !lags.is_empty() {
+        for (name, help) in [
+            (
+                "cachalot_replication_lag_seconds",
+                "age of each relationship's recovery point",
+            ),
+            (
+                "cachalot_replication_lagging",
+                "1 when the lag is past twice the schedule",
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for g in lags {
+                let l = labels(&["relationship"], &[&g.relationship], None);
+                match (name.ends_with("seconds"), g.lag) {
+                    (true, Some(lag)) => {
+                        let _ = writeln!(out, "{name}{l} {lag}");
+                    }
+                    (true, None) => {}
+                    (false, _) => {
+                        let _ = writeln!(out, "{name}{l} {}", u8::from(g.lagging));
+                    }
+                }
+            }
+        }
+    }
     if let Some(u) = usage {
         for (k, name) in [
             ("memory_bytes", "cachalot_analytics_memory_bytes"),
@@ -337,7 +367,7 @@ mod tests {
             4096,
             std::time::Duration::from_micros(50),
         );
-        let m = render_metrics(None);
+        let m = render_metrics(None, &[]);
         assert!(m.contains("# TYPE cachalot_disk_ops_total counter"), "{m}");
         assert!(
             m.contains("cachalot_disk_ops_total{device=\"d\\\"0\",op=\"read\"}"),
@@ -347,5 +377,42 @@ mod tests {
             "cachalot_disk_ops_latency_seconds_bucket{device=\"d\\\"0\",op=\"read\",le=\"+Inf\"}"
         ));
         assert!(!m.contains("file="));
+    }
+
+    #[test]
+    fn replication_lag_gauges() {
+        let g = |name: &str, lag, lagging| LagGauge {
+            relationship: name.into(),
+            lag,
+            lagging,
+        };
+        let m = render_metrics(
+            None,
+            &[
+                g("r1", Some(30), false),
+                g("r2", Some(900), true),
+                g("new", None, false),
+            ],
+        );
+        assert!(
+            m.contains("# TYPE cachalot_replication_lag_seconds gauge"),
+            "{m}"
+        );
+        assert!(
+            m.contains("cachalot_replication_lag_seconds{relationship=\"r2\"} 900\n"),
+            "{m}"
+        );
+        assert!(
+            !m.contains("cachalot_replication_lag_seconds{relationship=\"new\"}"),
+            "{m}"
+        );
+        assert!(
+            m.contains("cachalot_replication_lagging{relationship=\"r2\"} 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("cachalot_replication_lagging{relationship=\"r1\"} 0\n"),
+            "{m}"
+        );
     }
 }
