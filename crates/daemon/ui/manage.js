@@ -109,7 +109,7 @@
     const ago = (s) => (s === null || s === undefined ? "-" : s < 120 ? s + "s" : s < 7200 ? Math.round(s / 60) + "m" : Math.round(s / 3600) + "h");
     $("m-repl").innerHTML = "<tr><th>NAME</th><th>SOURCE</th><th>TARGET</th><th>STATE</th><th>LAG</th><th>LAST SYNC</th><th>LAST ERROR</th><th></th></tr>" +
       repl.map((r) => `<tr data-repl="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(r.source)}</td><td>${esc(r.target)}</td><td>${esc(r.state)}</td>` +
-        `<td>${ago(r.lag)}</td><td>${r.last_success ? new Date(r.last_success * 1000).toLocaleString() : "-"}</td><td>${esc(r.last_error || "-")}</td>` +
+        `<td>${ago(r.lag)}${r.lagging ? ' <b class="lagging" title="the recovery point is older than twice the schedule">late</b>' : ""}</td><td>${r.last_success ? new Date(r.last_success * 1000).toLocaleString() : "-"}</td><td>${esc(r.last_error || "-")}</td>` +
         `<td><button data-act="repl-run" data-name="${esc(r.name)}">Run now</button> ` +
         (r.state === "paused" ? `<button data-act="repl-resume" data-name="${esc(r.name)}">Resume</button>` : `<button data-act="repl-pause" data-name="${esc(r.name)}">Pause</button>`) +
         "</td></tr>").join("");
