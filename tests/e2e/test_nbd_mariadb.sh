@@ -4,8 +4,9 @@
 # a loop device), sysbench prepare and run, kill -9 of the cachalot daemon under
 # load, restart: xfs mounts (log recovery, no repair), CHECK TABLE clean, and
 # every insert the client saw acknowledged is there. The volume has 16K blocks, but
-# innodb_doublewrite stays on: no torn-write test proves a 16K page write atomic
-# through nbdfuse and the loop device (the kernel may split it).
+# innodb_doublewrite stays on: crates/zvol/tests/torn_write.rs proves an aligned 16K
+# write atomic on the volume, but xfs need not place a 16K page on one aligned 16K
+# block, and the kernel may split it (docs/architecture.md, "Torn writes").
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
