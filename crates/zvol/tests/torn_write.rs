@@ -163,7 +163,7 @@ fn check(cut: u64, rng: &mut u64) {
     let o = run(Some(cut));
     let image = o.dev.crash_image(|| {
         *rng = mix(*rng + 1);
-        *rng % 2 == 0
+        (*rng).is_multiple_of(2)
     });
     let dev = SimDevice::from_image("d0", image);
     let store = Store::import_devices(vec![Arc::new(dev) as Arc<dyn BlockDevice>], opts())
