@@ -57,25 +57,12 @@ pub fn run(target: &Arc<Target>, stream: TcpStream) {
     let _ = stream.set_read_timeout(Some(LOGIN_TIMEOUT));
     let Ok(rd) = stream.try_clone() else { return };
     let mut reader = BufReader::with_capacity(256 * 1024, rd);
-    let Some(neg) = login(target, &mut reader, &stream, &peer) else {
+    let Some((neg, id)) = login(target, &mut reader, &stream, &peer) else {
         return;
     };
     // Idle sessions are pinged (NOP-In) after this; a second silent period, or a PDU
     // that stops arriving half-way, ends the connection (it holds a thread).
     let _ = stream.set_read_timeout(Some(IDLE_PING));
-    let info = SessionInfo {
-        target: neg
-            .export
-            .as_ref()
-            .map(|e| e.target.clone())
-            .unwrap_or_default(),
-        initiator: neg.initiator.clone(),
-        isid: neg.isid,
-        tsih: neg.tsih,
-        peer: peer.clone(),
-        discovery: neg.discovery,
-    };
-    let id = target.add_session(info, &stream);
     // Whatever happens below (even a bug that panics), the session leaves the table
     // and its socket closes, so the initiator sees the connection end.
     struct Leave<'t>(&'t Target, u64);
@@ -106,12 +93,16 @@ pub fn run(target: &Arc<Target>, stream: TcpStream) {
     }
 }
 
+/// Log in; the session is registered (its id returned) before the final login
+/// response goes out, so an initiator that heard "logged in" finds its session
+/// in the table (a second login naming its TSIH is then "too many connections",
+/// never "no such session").
 fn login(
     target: &Target,
     reader: &mut BufReader<TcpStream>,
     out: &TcpStream,
     peer: &str,
-) -> Option<Negotiated> {
+) -> Option<(Negotiated, u64)> {
     let mut lg = Login::new();
     let mut stat_sn: u32 = 1;
     let lim = Limits {
@@ -126,13 +117,30 @@ fn login(
             _ => return None,
         };
         match lg.step(target, &req, stat_sn) {
-            Ok((rsp, done)) => {
+            Ok((rsp, done)) if done => {
+                let neg = lg.finish(req.u32_at(24), stat_sn.wrapping_add(1));
+                let info = SessionInfo {
+                    target: neg
+                        .export
+                        .as_ref()
+                        .map(|e| e.target.clone())
+                        .unwrap_or_default(),
+                    initiator: neg.initiator.clone(),
+                    isid: neg.isid,
+                    tsih: neg.tsih,
+                    peer: peer.to_string(),
+                    discovery: neg.discovery,
+                };
+                let id = target.add_session(info, out);
+                if write_pdu(&mut w, &rsp, false, false).is_err() {
+                    target.remove_session(id);
+                    return None;
+                }
+                return Some((neg, id));
+            }
+            Ok((rsp, _)) => {
                 write_pdu(&mut w, &rsp, false, false).ok()?;
                 stat_sn = stat_sn.wrapping_add(1);
-                if done {
-                    let cmd_sn = req.u32_at(24);
-                    return Some(lg.finish(cmd_sn, stat_sn));
-                }
             }
             Err(f) => {
                 log(format!(
