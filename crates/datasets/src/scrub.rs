@@ -188,7 +188,7 @@ fn scan_rate_limit() -> Option<u64> {
 
 /// Blocks a resilver hands its workers at a time. Between batches every block
 /// before the next one is rebuilt, so that is where the position is saved.
-const RESILVER_BATCH: usize = 256;
+const RESILVER_BATCH: usize = 64;
 
 /// Threads that rebuild one batch together. Each block's rebuild is a chain of
 /// synchronous reads, a checksum, parity and a write: with one thread the
@@ -246,7 +246,11 @@ fn resilver(
     let t0 = Instant::now();
     let mut last_save = Instant::now();
     let mut done = 0u64;
-    for batch in bps[first..].chunks(RESILVER_BATCH) {
+    let todo = &bps[first..];
+    let mut start = 0;
+    while start < todo.len() {
+        let end = (start + RESILVER_BATCH).min(todo.len());
+        let batch = &todo[start..end];
         let key = scan_key(&batch[0]);
         if cancel.load(Ordering::Relaxed) {
             // Stopped (export, a device change): keep the place exactly. A
@@ -254,16 +258,21 @@ fn resilver(
             let _ = pool.save_resilver_pos(key);
             return;
         }
-        if last_save.elapsed() >= SAVE_POS_EVERY {
-            // Best effort: a lost position only means work done again.
-            let _ = pool.save_resilver_pos(key);
-            last_save = Instant::now();
-        }
         rebuild_batch(batch, workers, cancel, visit);
         if cancel.load(Ordering::Relaxed) {
             // Some of this batch may be undone: resume at its start.
             let _ = pool.save_resilver_pos(key);
             return;
+        }
+        // Every block before the next batch is rebuilt: its start is a valid
+        // place to resume. Saved as soon as due, before any pacing sleep, so
+        // a kill during the sleep loses nothing.
+        if let Some(next) = todo.get(end) {
+            if last_save.elapsed() >= SAVE_POS_EVERY {
+                // Best effort: a lost position only means work done again.
+                let _ = pool.save_resilver_pos(scan_key(next));
+                last_save = Instant::now();
+            }
         }
         done += batch.iter().map(|bp| bp.asize_total()).sum::<u64>();
         if let Some(rate) = limit {
@@ -272,6 +281,7 @@ fn resilver(
                 std::thread::sleep(wait);
             }
         }
+        start = end;
     }
 }
 
