@@ -191,6 +191,16 @@ assert_fails "$C" pool list other
 [[ ! -e $H/x0 ]] || fail "a refused create left $H/x0 behind"
 assert_fails "$C" pool add sp spare "$H/a"
 assert_contains "$LAST_STDERR" "in use by pool 'sp'"
+note "pool remove: an available spare leaves, its labels erased; a member is refused"
+assert_ok "$C" pool add -s 96M sp spare "$H/s1"
+assert_eq "$(status_col "$(assert_ok "$C" pool status sp)" s1 2)" "AVAIL" "added spare"
+assert_fails "$C" pool remove sp "$H/a"
+assert_contains "$LAST_STDERR" "only an available spare can be removed"
+assert_ok "$C" pool remove sp "$H/s1"
+assert_eq "$(status_col "$(assert_ok "$C" pool status sp)" s1 2)" "" "removed spare"
+# Its labels are erased: another pool takes it without -f.
+assert_ok "$C" pool create -s 96M other "$H/s1"
+assert_ok "$C" pool destroy other
 assert_ok "$C" create -o compression=off sp/d
 o5=$(assert_ok "$C" debug create sp/d)
 assert_ok "$C" debug write sp/d "$o5" --seed 35 --len "$LEN"
@@ -220,6 +230,8 @@ assert_contains "$st" "state: ONLINE"
 assert_contains "$st" "with 0 errors"
 assert_eq "$(status_col "$st" s0 2)" "ONLINE" "the spare in place"
 [[ $st != *spares* ]] || fail "the spare in use is still listed as available"
+assert_fails "$C" pool remove sp "$H/s0"
+assert_contains "$LAST_STDERR" "in use in the pool"
 note "the spare holds real columns: a lost to noise"
 assert_ok "$C" pool export sp
 head -c $((80 * 1024 * 1024)) /dev/urandom | dd of="$H/a" bs=1M seek=1 conv=notrunc status=none

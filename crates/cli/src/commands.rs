@@ -354,6 +354,12 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
                 json!({"name": pool, "device": device_arg(&device)?}),
             )
             .map(drop),
+        PoolCmd::Remove { pool, device } => ctx
+            .call(
+                "pool.remove",
+                json!({"name": pool, "device": device_arg(&device)?}),
+            )
+            .map(drop),
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
         PoolCmd::Clear { pool } => {
             let r = ctx.call("pool.clear", json!({ "name": pool }))?;

@@ -276,6 +276,8 @@ pub enum PoolCmd {
     Offline { pool: String, device: String },
     /// Bring an offline or faulted device back (it is resilvered)
     Online { pool: String, device: String },
+    /// Remove an available hot spare (refused while it stands in for a device)
+    Remove { pool: String, device: String },
     /// Commit a transaction group now
     #[command(hide = true)]
     Sync { pool: String },

@@ -101,7 +101,7 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
         let pool = store.pool().clone();
         let cache = store.cache().clone();
         drop(store);
-        let mut visit = |bp: &cachalot_pool::BlkPtr| {
+        let visit = |bp: &cachalot_pool::BlkPtr| {
             if cancel.load(Ordering::Relaxed) {
                 return false;
             }
@@ -117,10 +117,11 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
             !o.unrecoverable
         };
         if st.lock().kind == "resilver" {
-            resilver(&pool, &cache, &roots, &st, &cancel, &mut visit);
+            let workers = if manual { 1 } else { RESILVER_WORKERS };
+            resilver(&pool, &cache, &roots, &st, &cancel, workers, &visit);
         } else {
             for root in roots {
-                if cachalot_objects::traverse(&cache, &root, &mut visit).is_err() {
+                if cachalot_objects::traverse(&cache, &root, &mut &visit).is_err() {
                     st.lock().unrecoverable += 1;
                 }
             }
@@ -185,17 +186,33 @@ fn scan_rate_limit() -> Option<u64> {
         .filter(|&r| r > 0)
 }
 
+/// Blocks a resilver hands its workers at a time. Between batches every block
+/// before the next one is rebuilt, so that is where the position is saved.
+const RESILVER_BATCH: usize = 64;
+
+/// Threads that rebuild one batch together. Each block's rebuild is a chain of
+/// synchronous reads, a checksum, parity and a write: with one thread the
+/// devices idle while the CPU works and the CPU idles while they read; a few
+/// blocks in flight keep both busy (and the queue of each device non-empty).
+const RESILVER_WORKERS: usize = 4;
+
 /// A resilver: collect every block pointer of the committed tree, sort them by
 /// DVA and rebuild them in that order, skipping those before the position an
 /// interrupted run saved, and saving the position as it goes (every block
 /// before it is rebuilt and flushed: see `Pool::save_resilver_pos`).
+///
+/// Blocks go in batches of consecutive keys; a batch's blocks are rebuilt by
+/// `workers` threads, each taking the next block in key order, so writes to
+/// the new device stay close to sequential. The position is only saved between
+/// batches, when every block before it is done.
 fn resilver(
     pool: &Pool,
     cache: &BlockCache,
     roots: &[BlkPtr],
     st: &Mutex<ScrubStatus>,
     cancel: &AtomicBool,
-    visit: &mut dyn FnMut(&BlkPtr) -> bool,
+    workers: usize,
+    visit: &(dyn Fn(&BlkPtr) -> bool + Sync),
 ) {
     let mut bps: Vec<BlkPtr> = Vec::new();
     for root in roots {
@@ -217,40 +234,89 @@ fn resilver(
     // Blocks shared by snapshots and clones are rebuilt once.
     bps.dedup();
     let resume = pool.resilver_resume_pos();
+    // Blocks an interrupted run rebuilt: counted, not visited.
+    let first = bps.partition_point(|bp| resume.is_some_and(|r| scan_key(bp) < r));
+    {
+        let skipped: u64 = bps[..first].iter().map(|bp| bp.asize_total()).sum();
+        let mut s = st.lock();
+        s.examined += skipped;
+        s.resumed += skipped;
+    }
     let limit = scan_rate_limit();
     let t0 = Instant::now();
     let mut last_save = Instant::now();
     let mut done = 0u64;
-    for bp in &bps {
-        let key = scan_key(bp);
+    let todo = &bps[first..];
+    let mut start = 0;
+    while start < todo.len() {
+        let end = (start + RESILVER_BATCH).min(todo.len());
+        let batch = &todo[start..end];
+        let key = scan_key(&batch[0]);
         if cancel.load(Ordering::Relaxed) {
             // Stopped (export, a device change): keep the place exactly. A
             // device change then drops it when the work to do changed.
-            if resume.is_none_or(|r| key >= r) {
-                let _ = pool.save_resilver_pos(key);
-            }
+            let _ = pool.save_resilver_pos(key);
             return;
         }
-        if resume.is_some_and(|r| key < r) {
-            let mut s = st.lock();
-            s.examined += bp.asize_total();
-            s.resumed += bp.asize_total();
-            continue;
-        }
-        if last_save.elapsed() >= SAVE_POS_EVERY {
-            // Best effort: a lost position only means work done again.
+        rebuild_batch(batch, workers, cancel, visit);
+        if cancel.load(Ordering::Relaxed) {
+            // Some of this batch may be undone: resume at its start.
             let _ = pool.save_resilver_pos(key);
-            last_save = Instant::now();
+            return;
         }
-        visit(bp);
-        done += bp.asize_total();
+        // Every block before the next batch is rebuilt: its start is a valid
+        // place to resume. Saved as soon as due, before any pacing sleep, so
+        // a kill during the sleep loses nothing.
+        if let Some(next) = todo.get(end) {
+            if last_save.elapsed() >= SAVE_POS_EVERY {
+                // Best effort: a lost position only means work done again.
+                let _ = pool.save_resilver_pos(scan_key(next));
+                last_save = Instant::now();
+            }
+        }
+        done += batch.iter().map(|bp| bp.asize_total()).sum::<u64>();
         if let Some(rate) = limit {
             let due = Duration::from_secs_f64(done as f64 / rate as f64);
             if let Some(wait) = due.checked_sub(t0.elapsed()) {
                 std::thread::sleep(wait);
             }
         }
+        start = end;
     }
+}
+
+/// Visit every block of `batch`, `workers` at a time, in key order of start.
+/// Returns when all are done, or (cancel) when the workers stopped taking new
+/// ones.
+fn rebuild_batch(
+    batch: &[BlkPtr],
+    workers: usize,
+    cancel: &AtomicBool,
+    visit: &(dyn Fn(&BlkPtr) -> bool + Sync),
+) {
+    let workers = workers.clamp(1, batch.len().max(1));
+    if workers == 1 {
+        for bp in batch {
+            if cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            visit(bp);
+        }
+        return;
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(bp) = batch.get(i) else { return };
+                visit(bp);
+            });
+        }
+    });
 }
 
 /// Stop a running scrub and wait for it.

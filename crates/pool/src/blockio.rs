@@ -148,7 +148,8 @@ impl Pool {
         let psize = bp.psize as usize;
         let verify = |b: &[u8]| b.len() >= psize && checksum(&b[..psize]) == bp.checksum;
         let mut total = ScrubOutcome::default();
-        let mut good: Option<Vec<u8>> = None;
+        // Copies whose vdev scrubbed them good: a source for the others.
+        let mut recoverable = Vec::new();
         let mut unrecoverable_dvas = Vec::new();
         for d in bp.dva_iter() {
             let Some((top, len)) = tops
@@ -164,10 +165,23 @@ impl Pool {
             total.resilvered += o.resilvered;
             if o.unrecoverable {
                 unrecoverable_dvas.push(*d);
-            } else if good.is_none() {
-                good = top.read_verified(d.offset, len, &verify, true).ok();
+            } else {
+                recoverable.push((top, d.offset, len));
             }
         }
+        if recoverable.is_empty() {
+            total.unrecoverable = true;
+            return total;
+        }
+        if unrecoverable_dvas.is_empty() {
+            // Every copy verified (and was healed) in place: no second read.
+            // Reading a good copy again here cost a resilver (one long run
+            // of this function) a second read of every block.
+            return total;
+        }
+        let good = recoverable
+            .iter()
+            .find_map(|(top, off, len)| top.read_verified(*off, *len, &verify, true).ok());
         match good {
             Some(buf) => {
                 for d in unrecoverable_dvas {

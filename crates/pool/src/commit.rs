@@ -196,7 +196,9 @@ impl Pool {
 
     pub(crate) fn rewrite_label_headers(&self) -> Result<()> {
         let cfg = self.config.read().clone();
-        self.write_label_headers(&cfg)
+        self.write_label_headers(&cfg)?;
+        self.refresh_spare_labels(&cfg);
+        Ok(())
     }
 
     /// Write `cfg` into the label headers of every present device.

@@ -30,12 +30,13 @@ mod readhold;
 mod replace;
 pub mod spacemap;
 mod spacemap_sync;
+mod spare_remove;
 mod spares;
 pub mod vdev;
 mod vdev_spec;
 
 pub use blkptr::{BlkPtr, BlockType, Dva};
-pub use commit::verify_after_commit;
+pub use commit::{read_label, verify_after_commit};
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
 pub use env::{Env, TxgTrigger};

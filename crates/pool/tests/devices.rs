@@ -232,3 +232,39 @@ fn a_spare_replaces_a_faulted_device() {
     pool.finish_resilver().unwrap();
     assert_eq!(pool.health(), "ONLINE");
 }
+
+/// `remove_spare`: an available spare leaves the configuration and its labels
+/// are erased; a spare in use, or a member, is refused with nothing changed;
+/// the remaining spare's label carries the current configuration.
+#[test]
+fn an_available_spare_is_removed_an_active_one_refused() {
+    use cachalot_pool::read_label;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create(dir.path(), "raidz1 a b c");
+    let s1 = dir.path().join("s1");
+    let s2 = dir.path().join("s2");
+    pool.add_spares(&[s1.clone(), s2.clone()], &opts(), 3)
+        .unwrap();
+    let err = pool.remove_spare(&name(dir.path(), "a"), 4).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    let err = pool.remove_spare(&name(dir.path(), "zz"), 4).unwrap_err();
+    assert!(err.to_string().contains("no such spare"), "{err}");
+    assert_eq!(pool.spare_paths().len(), 2);
+    pool.remove_spare(&name(dir.path(), "s1"), 4).unwrap();
+    assert_eq!(
+        pool.spare_paths(),
+        vec![std::fs::canonicalize(&s2).unwrap()]
+    );
+    assert_eq!(state(&pool, "s1"), "");
+    // The removed spare is free; the other one's label lists only itself.
+    let dev = |p: &Path| cachalot_pool::device::FileDevice::open(p).unwrap();
+    assert!(read_label(&dev(&s1)).is_none());
+    let h = read_label(&dev(&s2)).unwrap();
+    assert_eq!(h.config.spares.len(), 1);
+    assert_eq!(h.config.config_txg, 4);
+    // Once it stands in for a device it is a member: refused.
+    pool.replace_device(&name(dir.path(), "b"), &s2, &opts(), 5)
+        .unwrap();
+    let err = pool.remove_spare(&name(dir.path(), "s2"), 6).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+}

@@ -75,4 +75,18 @@ impl Daemon {
         self.devices_changed(&name, &format!("pool {what}"))?;
         Ok(json!({ "name": name }))
     }
+
+    /// `pool remove POOL SPARE`: an available spare leaves the pool.
+    pub(super) fn pool_remove(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        let dev = a.str("device")?;
+        let _g = self.admin.lock();
+        let store = self.store(&name)?;
+        store
+            .change_devices(|p, next| p.remove_spare(&dev, next))
+            .map_err(se)?;
+        log(format!("pool '{name}': spare {dev} removed"));
+        self.devices_changed(&name, "pool remove")?;
+        Ok(json!({ "name": name }))
+    }
 }

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Resilver rate against a raw copy of the same bytes, in one run, on the same disk.
+#
+# A raidz1 pool of three sparse files gets SIZE MiB of incompressible data
+# (recordsize 128K, compression off, written through FUSE). One device is then
+# deleted and `pool replace`d; the time to the end of the resilver is set
+# against dd copying the same bytes: the resilver reads 2/3 of the allocated
+# bytes (the two surviving columns) and writes 1/3 (the rebuilt column), so the
+# raw copy reads alloc/3 from each survivor and writes alloc/3 to a new file
+# (fsync'd, as the resilver flushes). Both go through the page cache.
+#
+#   scripts/bench-resilver.sh [OUT_DIR]   (needs target/ci/cachalot, FUSE)
+#   SIZE=MiB (default 1024), RUNS=N (default 2, the median is printed)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+C=${CACHALOT:-$REPO/target/ci/cachalot}
+OUT=${1:-$(mktemp -d /tmp/bench-resilver.XXXXXX)}
+SIZE=${SIZE:-1024}
+RUNS=${RUNS:-2}
+mkdir -p "$OUT"
+WORK=$(mktemp -d /var/tmp/bench-resilver.XXXXXX)
+DPID=
+cleanup() {
+    fusermount3 -u "$WORK/mnt" 2>/dev/null || true
+    [[ -n $DPID ]] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+export CACHALOT_SOCKET=$WORK/home/cachalot.sock
+mkdir -p "$WORK/home" "$WORK/mnt"
+"$C" serve --home "$WORK/home" --socket "$CACHALOT_SOCKET" --http 127.0.0.1:0 --nfs off \
+    --iscsi off --arc-max 64M >"$OUT/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 100); do "$C" pool list >/dev/null 2>&1 && break; sleep 0.1; done
+
+DEV=$((SIZE * 2 + 256))M
+"$C" pool create -s "$DEV" brs raidz1 "$WORK/r0" "$WORK/r1" "$WORK/r2" >/dev/null
+"$C" create -o recordsize=128K -o compression=off brs/d >/dev/null
+"$C" mount brs/d "$WORK/mnt" >/dev/null
+# 64 MiB of random bytes, written SIZE/64 times (no dedup: every copy is stored).
+head -c 64M /dev/urandom >"$WORK/seed"
+for i in $(seq $((SIZE / 64))); do cat "$WORK/seed" >"$WORK/mnt/f$i"; done
+sync -f "$WORK/mnt/f1"
+rm -f "$WORK/seed"
+fusermount3 -u "$WORK/mnt"
+"$C" pool export brs >/dev/null
+"$C" pool import -d "$WORK" brs >/dev/null
+alloc=$("$C" pool list -Hp brs | awk '{ print $3 }')
+per=$((alloc / 3 / 1048576))
+
+results=()
+for run in $(seq "$RUNS"); do
+    new="$WORK/r1.$run"
+    t0=$(date +%s.%N)
+    "$C" pool replace -s "$DEV" brs "$(ls -d "$WORK"/r1*)" "$new" >/dev/null
+    while "$C" pool status brs | grep -q "resilver in progress\|RESILVERING"; do sleep 0.05; done
+    t1=$(date +%s.%N)
+    # The old device file goes (it is detached); the next run replaces the new one.
+    for f in "$WORK"/r1*; do [[ $f == "$new" ]] || rm -f "$f"; done
+    t2=$(date +%s.%N)
+    dd if="$WORK/r0" of=/dev/null bs=1M count="$per" skip=1 status=none
+    dd if="$WORK/r2" of="$WORK/copy" bs=1M count="$per" skip=1 conv=fsync status=none
+    t3=$(date +%s.%N)
+    rm -f "$WORK/copy"
+    results+=("$(python3 -c "
+a, t0, t1, t2, t3 = $alloc, $t0, $t1, $t2, $t3
+r = a / (t1 - t0) / 2**20; c = a / (t3 - t2) / 2**20
+print(f'{r / c:.3f} {t1 - t0:.2f} {r:.1f} {t3 - t2:.2f} {c:.1f}')")")
+    echo "run $run: ratio, resilver s, MiB/s, copy s, MiB/s: ${results[-1]}" | tee -a "$OUT/runs.txt"
+done
+printf '%s\n' "${results[@]}" | sort -n | python3 -c "
+import sys
+rows = [l.split() for l in sys.stdin]
+m = rows[len(rows) // 2]
+print(f'resilver of {$alloc / 2**20:.0f} MiB allocated (raidz1 of 3): {m[1]} s, {m[2]} MiB/s; '
+      f'raw copy of the same bytes: {m[3]} s, {m[4]} MiB/s; ratio {float(m[0]):.2f}x '
+      f'(median of {len(rows)} runs)')" | tee "$OUT/result.txt"
+"$C" pool status brs >"$OUT/status.txt" 2>&1 || true
+echo "outputs in $OUT"
