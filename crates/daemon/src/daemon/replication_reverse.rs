@@ -17,9 +17,9 @@
 //! - B pins A's key for ADDR only from a request that arrived over A's
 //!   authenticated link (the key B already paired with).
 
-use crate::proto::validate_dataset_name as validate_fs;
 use super::replication_serve::fs_state;
 use super::{log, se, Daemon, OpResult};
+use crate::proto::validate_dataset_name as validate_fs;
 use cachalot_replication::relationship::{self, Relationship};
 use cachalot_replication::retention;
 use serde_json::{json, Value};
@@ -61,6 +61,10 @@ impl Daemon {
             .flatten()
             .filter_map(|s| s["guid"].as_u64())
             .collect();
+        // Commit what is still dirty, so `written` counts every write that a
+        // rollback would destroy (found in the test: an unsynced write was
+        // not listed).
+        store.sync().map_err(|e| ctx(se(e)))?;
         let ours = fs_state(&store, &rel.source).map_err(ctx)?;
         let mut common = None;
         let mut lost = Vec::new();
