@@ -7,6 +7,7 @@
 # in the middle of a transfer (the next cycle resumes from the receiver's token
 # and the files match the source's checksums); a token the source can no longer
 # honour is discarded with a message; holds on both sides; break and resync;
+# break and reverse (failback: B becomes the source toward A);
 # scheduled cycles with retention on both sides; a wrong key, a diverged target
 # and a peer speaking another protocol are refused with one line and change
 # nothing. REPL_BENCH=SIZE runs the throughput measurement instead (see below).
@@ -398,6 +399,30 @@ assert_eq "$(lagging)" '"lagging":false' "r2 paused"
 ip -n "$NSA" link set "vA$$" up
 assert_ok CA replication destroy r2
 assert_fails CA replication run r2
+
+note "reverse: failback after a break; B becomes the source toward A, A rolled back only with -f"
+stop_node A
+start_node A "$NSA" --replication "$IPA:$PORT"
+assert_ok CA replication break r1
+assert_ok CB mount tank/dst "$T/dst"
+echo "written on B after the failover" >"$T/dst/failback"
+assert_ok CB unmount tank/dst
+# tank/src stays mounted at $SRC across A's restart.
+echo "A's own, lost by the failback" >"$SRC/lost"
+assert_ok CA unmount tank/src
+assert_ok CA snapshot tank/src@mine-a
+assert_fails CA replication reverse --address "$IPA:$PORT" r1
+assert_contains "$LAST_STDERR" "tank/src@mine-a" "reverse names what A would lose"
+assert_ok CA replication list r1 >/dev/null
+out=$(assert_ok CA replication reverse -f --address "$IPA:$PORT" r1)
+assert_contains "$out" "destroyed: tank/src@mine-a" "reverse -f lists what it destroyed"
+assert_fails CA replication list r1
+assert_contains "$(CB replication list -H r1)" "tank/dst" "B holds the reversed r1"
+assert_ok CB replication run r1 >/dev/null
+assert_ok CA mount tank/src "$SRC"
+assert_eq "$(cat "$SRC/failback")" "written on B after the failover" "B's write reached A"
+[[ ! -e $SRC/lost ]] || fail "A's own write survived the rollback"
+assert_ok CA unmount tank/src
 
 stop_node A
 stop_node B

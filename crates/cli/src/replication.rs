@@ -79,6 +79,18 @@ pub enum ReplicationCmd {
         force: bool,
         name: String,
     },
+    /// Failback after a break: the target becomes the source of relationship
+    /// NAME toward this appliance, from the newest common snapshot (rolls this
+    /// side back to it only with -f, listing what is lost)
+    Reverse {
+        /// Destroy what this side has of its own since the common snapshot
+        #[arg(short = 'f')]
+        force: bool,
+        /// This appliance's replication listener (HOST:PORT) as the target reaches it
+        #[arg(long)]
+        address: String,
+        name: String,
+    },
     /// Forget a relationship (its snapshots stay; its holds here are released)
     Destroy { name: String },
 }
@@ -253,6 +265,11 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             );
             Ok(())
         }
+        ReplicationCmd::Reverse {
+            force,
+            address,
+            name,
+        } => reverse(ctx, &name, &address, force),
         ReplicationCmd::Resync { force, name } => {
             let r = ctx.call("repl.resync", json!({ "name": name, "force": force }))?;
             for d in r["destroyed"].as_array().into_iter().flatten() {
@@ -265,6 +282,23 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             Ok(())
         }
     }
+}
+
+fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
+    let r = ctx.call(
+        "repl.reverse",
+        json!({ "name": name, "address": address, "force": force }),
+    )?;
+    for d in r["destroyed"].as_array().into_iter().flatten() {
+        println!("destroyed: {}", d.as_str().unwrap_or("?"));
+    }
+    println!(
+        "replication {name} reversed: {} now replicates to {} from snapshot {} (run its cycles there)",
+        r["source"].as_str().unwrap_or("?"),
+        r["target"].as_str().unwrap_or("?"),
+        r["common"].as_str().unwrap_or("?")
+    );
+    Ok(())
 }
 
 fn simple(ctx: &mut Ctx, op: &str, name: &str) -> CmdResult {

@@ -215,6 +215,33 @@ impl Replication {
             .ok_or_else(|| no_such_relationship(name))
     }
 
+    /// Add relationship `rel` (refused if its name is taken), durably.
+    pub(super) fn insert(&self, rel: Relationship) -> Result<(), String> {
+        let mut rels = self.rels.lock();
+        if rels.contains_key(&rel.name) {
+            return Err(format!(
+                "replication relationship '{}' already exists",
+                rel.name
+            ));
+        }
+        let mut next = rels.clone();
+        next.insert(rel.name.clone(), rel);
+        self.save_rels(&next)?;
+        *rels = next;
+        Ok(())
+    }
+
+    /// Forget relationship `name` durably (its holds are left alone).
+    pub(super) fn remove(&self, name: &str) -> Result<(), String> {
+        let mut rels = self.rels.lock();
+        let mut next = rels.clone();
+        next.remove(name);
+        self.save_rels(&next)?;
+        *rels = next;
+        self.cycles.lock().remove(name);
+        Ok(())
+    }
+
     pub(super) fn names(&self) -> Vec<String> {
         self.rels.lock().keys().cloned().collect()
     }
@@ -267,6 +294,7 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.destroy", &["name"]),
     ("repl.break", &["name"]),
     ("repl.resync", &["name", "force"]),
+    ("repl.reverse", &["name", "address", "force"]),
 ];
 
 impl Daemon {
@@ -296,6 +324,9 @@ impl Daemon {
             "repl.destroy" => self.repl_destroy(&a.str("name")?),
             "repl.break" => self.repl_break(&a.str("name")?),
             "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
+            "repl.reverse" => {
+                self.repl_reverse(&a.str("name")?, &a.str("address")?, a.bool("force")?)
+            }
             _ => Err(format!("unknown operation '{op}'")),
         }
     }

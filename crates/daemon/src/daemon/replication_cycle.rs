@@ -49,7 +49,7 @@ fn short(fp: &str) -> &str {
 impl Daemon {
     /// Connect to a paired peer: TLS, its key checked against the pin for
     /// `addr`, greetings. Nothing is sent before the key is checked.
-    fn connect_peer(&self, addr: &str) -> Result<Link, String> {
+    pub(super) fn connect_peer(&self, addr: &str) -> Result<Link, String> {
         let r = &self.replication;
         let pinned = r.pinned_for(addr).ok_or_else(|| {
             format!(

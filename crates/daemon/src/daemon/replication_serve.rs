@@ -241,6 +241,9 @@ impl Daemon {
                         return; // the rest of a refused stream is not read
                     }
                 }
+            } else if op == "adopt" {
+                // `reverse` from the peer: it needs the peer's key.
+                guarded("replication", || self.answer_adopt(&req, &fp))
             } else {
                 guarded("replication", || self.serve_request(&op, &req))
             };
