@@ -774,3 +774,6 @@ impl<K: Hash + Eq + Clone + Send> fmt::Debug for Arc<K> {
 
 #[cfg(test)]
 mod tests;
+
+mod sizing;
+pub use sizing::default_arc_max;

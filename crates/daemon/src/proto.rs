@@ -7,83 +7,9 @@
 //! - [`Args`] validates every argument: unknown keys, missing keys and wrong types
 //!   are errors naming the argument, never panics.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// One request.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Request {
-    pub op: String,
-    #[serde(default)]
-    pub args: Value,
-}
-
-impl Request {
-    pub fn new(op: &str, args: Value) -> Request {
-        Request {
-            op: op.to_string(),
-            args,
-        }
-    }
-}
-
-/// One response.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Response {
-    pub ok: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The error's kind as an API code (`not_found`, `busy`...), when the op
-    /// knew it (see `error_kind`); clients that only show `error` ignore it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
-}
-
-impl Response {
-    pub fn ok(result: Value) -> Response {
-        Response {
-            ok: true,
-            result: Some(result),
-            error: None,
-            code: None,
-        }
-    }
-
-    pub fn err(msg: impl std::fmt::Display) -> Response {
-        Response {
-            ok: false,
-            result: None,
-            error: Some(one_line(&msg.to_string())),
-            code: None,
-        }
-    }
-
-    /// The result, or the error message.
-    pub fn into_result(self) -> Result<Value, String> {
-        if self.ok {
-            Ok(self.result.unwrap_or(Value::Null))
-        } else {
-            Err(self
-                .error
-                .unwrap_or_else(|| "request failed (no message)".to_string()))
-        }
-    }
-}
-
-/// Collapse a message onto one line.
-pub fn one_line(s: &str) -> String {
-    let t = s.trim();
-    if t.is_empty() {
-        return "unknown error".to_string();
-    }
-    t.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
-}
+pub use cachalot_api_types::wire::{one_line, Request, Response};
 
 /// Parse a request line; the error is suitable for a response.
 pub fn parse_request(line: &str) -> Result<Request, String> {

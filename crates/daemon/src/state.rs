@@ -114,20 +114,9 @@ pub fn load_or_create_token(home: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-/// Default ARC size: 1/8 of RAM (from /proc/meminfo), at least 64 MiB.
-pub fn default_arc_max() -> u64 {
-    let total = fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| parse_memtotal(&s))
-        .unwrap_or(0);
-    (total / 8).max(64 << 20)
-}
-
-fn parse_memtotal(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kb.checked_mul(1024)
-}
+/// Default ARC size (in `cachalot-arc`, so clients such as the mysql advisor need no
+/// daemon code to know it).
+pub use cachalot_arc::default_arc_max;
 
 #[cfg(test)]
 mod tests {
@@ -173,15 +162,5 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn meminfo() {
-        assert_eq!(
-            parse_memtotal("MemTotal:       16384 kB\nMemFree: 1 kB\n"),
-            Some(16384 * 1024)
-        );
-        assert_eq!(parse_memtotal("junk"), None);
-        assert!(default_arc_max() >= 64 << 20);
     }
 }

@@ -78,7 +78,7 @@ fn adv(kind: Kind, setting: impl Into<String>, reason: impl Into<String>) -> Adv
 }
 
 fn size(n: u64) -> String {
-    cachalot_daemon::format_size(n)
+    cachalot_api_types::size::format_size(n)
 }
 
 /// Every rule, in the order a DBA would go through them.
@@ -359,7 +359,7 @@ fn facts_from(
     };
     let (arc_max, arc_assumed) = match arc_max {
         Some(a) => (a, false),
-        None => (cachalot_daemon::state::default_arc_max(), true),
+        None => (cachalot_arc::default_arc_max(), true),
     };
     Ok(Facts {
         server,

@@ -3,7 +3,7 @@
 //! Invariant: every request goes through the daemon's public API (the same unix
 //! socket the CLI uses); nothing here touches pool data directly.
 
-use cachalot_daemon::client::Client;
+use cachalot_api_types::client::Client;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

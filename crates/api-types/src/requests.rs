@@ -1,0 +1,307 @@
+//! The typed requests: one struct per daemon operation, the single definition used by
+//! the CLI (over the unix socket), by the REST routes (the daemon's `api::routes`) and, through
+//! the REST routes, by the web UI. Each struct serialises to exactly the `args` object
+//! of its op (`{"op": OP, "args": ...}` on the wire, see [`crate::wire`]).
+//!
+//! Invariants:
+//! - Every field name is an argument its op accepts (checked against
+//!   the daemon's `OPS` table by a test), so a typed request is never refused for its
+//!   shape by the daemon's own validation.
+//! - Decoding is strict: unknown fields and wrong types are errors naming the field
+//!   (`deny_unknown_fields`), so a typo in an API call changes nothing.
+//! - Optional fields are left out when unset, so the daemon applies its defaults.
+
+use crate::wire::Request;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+/// One daemon operation with typed arguments.
+pub trait Op: Serialize + DeserializeOwned {
+    /// The op name on the wire, e.g. `ds.create`.
+    const OP: &'static str;
+
+    /// The op's `args` object.
+    fn args(&self) -> Value {
+        // Serialising these plain structs cannot fail (string keys, no custom
+        // serialisers); a null would be refused by the daemon with a clear message.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The whole request.
+    fn request(&self) -> Request {
+        Request::new(Self::OP, self.args())
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A size: a number of bytes, or a string with a unit such as `"256M"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl From<u64> for Size {
+    fn from(n: u64) -> Size {
+        Size::Bytes(n)
+    }
+}
+
+/// Properties: `{"recordsize": "16K"}`, or `["recordsize=16K"]` (the CLI's form,
+/// which keeps the order given).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Props {
+    Map(BTreeMap<String, String>),
+    List(Vec<String>),
+}
+
+impl Props {
+    /// None for an empty list (the field is then left out).
+    pub fn from_list(l: Vec<String>) -> Option<Props> {
+        (!l.is_empty()).then_some(Props::List(l))
+    }
+}
+
+macro_rules! op {
+    ($(#[$m:meta])* $name:ident = $op:literal { $($body:tt)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name { $($body)* }
+        impl Op for $name {
+            const OP: &'static str = $op;
+        }
+    };
+}
+
+op! {
+    /// Create a pool on device files (created sparse at `size` when missing).
+    PoolCreate = "pool.create" {
+        pub name: String,
+        /// Absolute device paths and vdev words: `["mirror", "/d/a.img", "/d/b.img"]`.
+        pub vdevs: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<Size>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ashift: Option<u64>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+        /// Properties of the root dataset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub props: Option<Props>,
+    }
+}
+
+op! {
+    /// Import a pool found in `dirs` (without `name`: list the importable pools).
+    PoolImport = "pool.import" {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub dirs: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+    }
+}
+
+op! {
+    /// Export a pool (it can be imported again).
+    PoolExport = "pool.export" { pub name: String }
+}
+
+op! {
+    /// Destroy a pool (its labels are erased).
+    PoolDestroy = "pool.destroy" { pub name: String }
+}
+
+op! {
+    /// List pools (one, or all).
+    PoolList = "pool.list" {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+    }
+}
+
+op! {
+    /// Pool status: health, device tree with error counters, scrub.
+    PoolStatus = "pool.status" {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+    }
+}
+
+op! {
+    /// Start a scrub (with `wait`, return when it ends).
+    PoolScrub = "pool.scrub" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub wait: bool,
+    }
+}
+
+op! {
+    /// Create a filesystem, or a volume when `volume_size` is given.
+    DsCreate = "ds.create" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub volume_size: Option<Size>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub sparse: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub blocksize: Option<Size>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub props: Option<Props>,
+        /// Create missing parents too.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub parents: bool,
+    }
+}
+
+op! {
+    /// Destroy a dataset (`recursive`: with its children and snapshots) or a snapshot.
+    DsDestroy = "ds.destroy" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub recursive: bool,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// List datasets (and snapshots with `type`: `snapshot` or `all`).
+    DsList = "ds.list" {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub recursive: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub depth: Option<u64>,
+        /// Comma-separated kinds: filesystem, volume, snapshot, all.
+        #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+        pub kind: Option<String>,
+        /// Extra columns (property names).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub props: Vec<String>,
+    }
+}
+
+op! {
+    /// Properties of a dataset or snapshot (all when `props` is empty).
+    DsGet = "ds.get" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub props: Vec<String>,
+    }
+}
+
+op! {
+    /// Set one property.
+    DsSet = "ds.set" {
+        pub name: String,
+        pub prop: String,
+        pub value: String,
+    }
+}
+
+op! {
+    /// Reset a property to its inherited value.
+    DsInherit = "ds.inherit" {
+        pub name: String,
+        pub prop: String,
+    }
+}
+
+op! {
+    /// Take one atomic snapshot of several filesystems (`FS@SNAP`), of one pool.
+    SnapCreate = "snap.create" {
+        pub names: Vec<String>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub recursive: bool,
+    }
+}
+
+op! {
+    /// Destroy a snapshot (`force`: release its holds first).
+    SnapDestroy = "snap.destroy" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// Roll a filesystem back to a snapshot (`recursive`: destroy newer snapshots).
+    SnapRollback = "snap.rollback" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub recursive: bool,
+    }
+}
+
+op! {
+    /// Create a writable clone of a snapshot.
+    SnapClone = "snap.clone" {
+        pub name: String,
+        pub target: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub props: Option<Props>,
+    }
+}
+
+op! {
+    /// Make a clone independent of its origin snapshot.
+    SnapPromote = "snap.promote" { pub name: String }
+}
+
+op! {
+    /// Every share (NFS, iSCSI, NBD) with its clients.
+    ShareList = "share.list" {}
+}
+
+op! {
+    /// The statistics the daemon keeps.
+    AnalyticsList = "analytics.list" {}
+}
+
+op! {
+    /// A statistic's rate over a range, broken down by a dimension.
+    AnalyticsShow = "analytics.show" {
+        pub stat: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub by: Option<String>,
+        /// `DIM=VALUE` filters.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub filters: Vec<String>,
+        /// A duration such as `60s` or `1h` (or give `from`/`to`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub last: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub from: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub to: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub top: Option<u64>,
+    }
+}
+
+op! {
+    /// Create a named API token; the secret is returned once.
+    TokenCreate = "token.create" { pub name: String }
+}
+
+op! {
+    /// The API tokens (names and creation times, never the secrets).
+    TokenList = "token.list" {}
+}
+
+op! {
+    /// Revoke a named API token.
+    TokenRevoke = "token.revoke" { pub name: String }
+}
