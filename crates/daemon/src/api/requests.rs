@@ -11,6 +11,7 @@ mod tests {
     use serde_json::json;
     use utoipa::openapi::schema::Schema;
     use utoipa::openapi::RefOr;
+    use utoipa::ToSchema;
 
     /// The property names of a typed request, from its schema.
     fn fields<T: ToSchema>() -> Vec<String> {
