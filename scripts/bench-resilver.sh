@@ -27,12 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export CACHALOT_SOCKET=$WORK/home/cachalot.sock
-mkdir -p "$WORK/home" "$WORK/mnt"
-"$C" serve --home "$WORK/home" --socket "$CACHALOT_SOCKET" --http 127.0.0.1:0 --nfs off \
-    --iscsi off --arc-max 64M >"$OUT/daemon.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do "$C" pool list >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck source=scripts/bench_daemon.sh
+source "$(dirname "$0")/bench_daemon.sh"
+start_bench_daemon
 
 DEV=$((SIZE * 2 + 256))M
 "$C" pool create -s "$DEV" brs raidz1 "$WORK/r0" "$WORK/r1" "$WORK/r2" >/dev/null
