@@ -263,15 +263,8 @@ impl Session4 {
     }
 }
 
-/// An NFSv4 stateid: seqid and "other".
-pub type Stateid = (u32, [u8; 12]);
-
-fn read_stateid(r: &mut Reader<'_>) -> XResult<Stateid> {
-    let seq = r.u32()?;
-    let mut other = [0u8; 12];
-    other.copy_from_slice(r.fixed(12)?);
-    Ok((seq, other))
-}
+pub use super::ops::Stateid;
+use super::{io::write_stateid, ops::stateid as read_stateid};
 
 /// OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 section 18.16.3): no
 /// delegation, so a client of this module never has to answer a recall.
@@ -381,12 +374,8 @@ impl Session4 {
     pub fn write(&mut self, fh: &[u8], sid: Stateid, off: u64, data: &[u8], stable: u32) -> R<u32> {
         let mut ops = Ops::new();
         ops.op(OP_PUTFH).opaque(fh);
-        ops.op(OP_WRITE)
-            .u32(sid.0)
-            .fixed(&sid.1)
-            .u64(off)
-            .u32(stable)
-            .opaque(data);
+        write_stateid(ops.op(OP_WRITE), &sid);
+        ops.w.u64(off).u32(stable).opaque(data);
         let rep = self.call_ok(&ops)?;
         let mut r = rep.reader();
         op_status(&mut r, OP_PUTFH)?;
@@ -398,7 +387,8 @@ impl Session4 {
     pub fn read(&mut self, fh: &[u8], sid: Stateid, off: u64, count: u32) -> R<(Vec<u8>, bool)> {
         let mut ops = Ops::new();
         ops.op(OP_PUTFH).opaque(fh);
-        ops.op(OP_READ).u32(sid.0).fixed(&sid.1).u64(off).u32(count);
+        write_stateid(ops.op(OP_READ), &sid);
+        ops.w.u64(off).u32(count);
         let rep = self.call_ok(&ops)?;
         let mut r = rep.reader();
         op_status(&mut r, OP_PUTFH)?;
@@ -425,7 +415,7 @@ impl Session4 {
     pub fn close(&mut self, fh: &[u8], sid: Stateid) -> R<()> {
         let mut ops = Ops::new();
         ops.op(OP_PUTFH).opaque(fh);
-        ops.op(OP_CLOSE).u32(0).u32(sid.0).fixed(&sid.1);
+        write_stateid(ops.op(OP_CLOSE).u32(0), &sid);
         self.call_ok(&ops).map(|_| ())
     }
 

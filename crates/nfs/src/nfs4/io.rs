@@ -36,7 +36,7 @@ pub fn file_key(n: &Node) -> FileKey {
     (n.export.pool_guid, n.export.ds_id, n.handle.obj)
 }
 
-fn write_stateid(w: &mut Writer, s: &Stateid) {
+pub(crate) fn write_stateid(w: &mut Writer, s: &Stateid) {
     w.u32(s.seqid).fixed(&s.other);
 }
 

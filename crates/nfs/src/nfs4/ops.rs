@@ -259,7 +259,7 @@ pub enum Decoded<'a> {
     BadXdr(u32),
 }
 
-fn stateid(r: &mut Reader<'_>) -> XResult<Stateid> {
+pub(crate) fn stateid(r: &mut Reader<'_>) -> XResult<Stateid> {
     let seqid = r.u32()?;
     let mut other = [0u8; 12];
     other.copy_from_slice(r.fixed(12)?);
