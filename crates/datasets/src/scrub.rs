@@ -247,10 +247,7 @@ fn resilver(
     let mut last_save = Instant::now();
     let mut done = 0u64;
     let todo = &bps[first..];
-    let mut start = 0;
-    while start < todo.len() {
-        let end = (start + RESILVER_BATCH).min(todo.len());
-        let batch = &todo[start..end];
+    for (i, batch) in todo.chunks(RESILVER_BATCH).enumerate() {
         let key = scan_key(&batch[0]);
         if cancel.load(Ordering::Relaxed) {
             // Stopped (export, a device change): keep the place exactly. A
@@ -267,7 +264,7 @@ fn resilver(
         // Every block before the next batch is rebuilt: its start is a valid
         // place to resume. Saved as soon as due, before any pacing sleep, so
         // a kill during the sleep loses nothing.
-        if let Some(next) = todo.get(end) {
+        if let Some(next) = todo.get((i + 1) * RESILVER_BATCH) {
             if last_save.elapsed() >= SAVE_POS_EVERY {
                 // Best effort: a lost position only means work done again.
                 let _ = pool.save_resilver_pos(scan_key(next));
@@ -281,7 +278,6 @@ fn resilver(
                 std::thread::sleep(wait);
             }
         }
-        start = end;
     }
 }
 
