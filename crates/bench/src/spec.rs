@@ -138,55 +138,17 @@ pub fn parse_baseline(s: &str) -> Result<BaselineSpec> {
     Ok(BaselineSpec { name, fs, size })
 }
 
-/// Parse a size: bytes, or a number with K, M, G, T (powers of 1024; an optional
-/// trailing "B" or "iB" is accepted), e.g. "256M", "1.5G".
-pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (num, mult) = match t.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
-                'K' => 1 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => bail!("invalid size '{s}' (use e.g. 512M, 8G)"),
-            };
-            (&t[..t.len() - 1], m)
-        }
-        _ => (t, 1),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| anyhow!("invalid size '{s}' (use e.g. 512M, 8G)"))?;
-    if !v.is_finite() || v <= 0.0 {
-        bail!("invalid size '{s}': must be positive");
-    }
-    Ok((v * mult as f64).round() as u64)
-}
+/// Reports print sizes as the rest of cachalot does ("256M", "1.50G").
+pub use cachalot_size::format_size;
 
-/// Format bytes compactly with binary units ("256M", "1.5G").
-pub fn format_size(b: u64) -> String {
-    let units = [
-        (1u64 << 40, "T"),
-        (1 << 30, "G"),
-        (1 << 20, "M"),
-        (1 << 10, "K"),
-    ];
-    for (m, u) in units {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if (v - v.round()).abs() < 1e-9 {
-                format!("{}{u}", v.round() as u64)
-            } else {
-                format!("{v:.1}{u}")
-            };
-        }
+/// A size option of the lab ("256M", "1.5G", "8GiB"): the workspace's size syntax,
+/// and never 0 (no file, table or device of the lab can be empty).
+pub fn parse_size(s: &str) -> Result<u64> {
+    match cachalot_size::parse_size(s) {
+        Ok(0) => bail!("invalid size '{s}': must be positive"),
+        Ok(n) => Ok(n),
+        Err(e) => bail!("{e} (use e.g. 512M, 8G)"),
     }
-    format!("{b}")
 }
 
 /// Parse "1,4,8" into thread counts (each 1..=1024, no duplicates), ascending.
@@ -270,8 +232,8 @@ mod tests {
         assert!(parse_size("-1G").is_err());
         assert!(parse_size("12Q").is_err());
         assert_eq!(format_size(256 << 20), "256M");
-        assert_eq!(format_size(3 << 29), "1.5G");
-        assert_eq!(format_size(100), "100");
+        assert_eq!(format_size(3 << 29), "1.50G");
+        assert_eq!(format_size(100), "100B");
     }
 
     #[test]

@@ -83,56 +83,12 @@ pub fn default_value(p: &str) -> Option<&'static str> {
     })
 }
 
-/// Parse a size such as 16K, 1.5G, 512, 4MiB.
-pub fn parse_size(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let stripped = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
-    let (num, mult) = match stripped.chars().last()? {
-        'k' => (&stripped[..stripped.len() - 1], 1u64 << 10),
-        'm' => (&stripped[..stripped.len() - 1], 1 << 20),
-        'g' => (&stripped[..stripped.len() - 1], 1 << 30),
-        't' => (&stripped[..stripped.len() - 1], 1 << 40),
-        'p' => (&stripped[..stripped.len() - 1], 1 << 50),
-        _ => (stripped, 1),
-    };
-    if num.is_empty() || num.starts_with('-') {
-        return None;
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult);
-    }
-    let f: f64 = num.parse().ok()?;
-    if !f.is_finite() || f < 0.0 || f * mult as f64 > u64::MAX as f64 / 2.0 {
-        return None;
-    }
-    Some((f * mult as f64).round() as u64)
-}
+/// Sizes are parsed and printed by the workspace's one size module.
+pub use cachalot_size::format_size;
 
-/// Human size like zfs: 512, 16K, 1.50G, 120M.
-pub fn format_size(n: u64) -> String {
-    const UNITS: [&str; 6] = ["", "K", "M", "G", "T", "P"];
-    if n < 1024 {
-        return format!("{n}");
-    }
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v.fract() == 0.0 {
-        format!("{}{}", v as u64, UNITS[u])
-    } else if v < 10.0 {
-        format!("{:.2}{}", v, UNITS[u])
-    } else if v < 100.0 {
-        format!("{:.1}{}", v, UNITS[u])
-    } else {
-        format!("{:.0}{}", v, UNITS[u])
-    }
+/// A property's size value ("16K", "1.5G", "4MiB"); None when it is not a size.
+pub fn parse_size(s: &str) -> Option<u64> {
+    cachalot_size::parse_size(s).ok()
 }
 
 /// Validate a value for a settable property and return its canonical stored form.
@@ -253,14 +209,15 @@ pub fn humanize(prop: &str, raw: &str) -> String {
         prop
     };
     match prop {
+        // zfs prints block sizes without a unit below 1K ("512"), space with one.
         "recordsize" | "volblocksize" => match raw.parse::<u64>() {
+            Ok(n) if n < 1024 => n.to_string(),
             Ok(n) => format_size(n),
             Err(_) => raw.to_string(),
         },
         // Space figures carry a unit even when small ("0B"), as zfs prints them.
         "quota" | "reservation" | "volsize" | "used" | "available" | "referenced"
         | "logicalused" | "written" => match raw.parse::<u64>() {
-            Ok(n) if n < 1024 => format!("{n}B"),
             Ok(n) => format_size(n),
             Err(_) => raw.to_string(),
         },
@@ -282,7 +239,9 @@ mod tests {
         assert_eq!(parse_size("-1"), None);
         assert_eq!(format_size(16384), "16K");
         assert_eq!(format_size(1610612736), "1.50G");
-        assert_eq!(format_size(100), "100");
+        assert_eq!(format_size(100), "100B");
+        assert_eq!(humanize("recordsize", "512"), "512");
+        assert_eq!(humanize("used", "0"), "0B");
     }
 
     #[test]
