@@ -198,10 +198,33 @@ pub fn read_record<R: Read>(r: &mut R, max: usize) -> io::Result<Option<Vec<u8>>
 
 /// Write one record as a single fragment.
 pub fn write_record<W: Write>(w: &mut W, body: &[u8]) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(body.len() + 4);
-    buf.extend_from_slice(&(LAST_FRAGMENT | body.len() as u32).to_be_bytes());
-    buf.extend_from_slice(body);
-    w.write_all(&buf)
+    write_record_parts(w, &[body])
+}
+
+/// Write one record, a single fragment holding `parts` in order, with vectored
+/// writes: a large part (a 1 MiB READ's data) goes to the socket from where it
+/// was encoded instead of being copied behind the record mark.
+pub fn write_record_parts<W: Write>(w: &mut W, parts: &[&[u8]]) -> io::Result<()> {
+    let len = parts.iter().map(|p| p.len()).sum::<usize>();
+    let len = u32::try_from(len)
+        .ok()
+        .filter(|l| l & LAST_FRAGMENT == 0)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "RPC record too large"))?;
+    let mark = (LAST_FRAGMENT | len).to_be_bytes();
+    let mut slices: Vec<io::IoSlice<'_>> = std::iter::once(&mark[..])
+        .chain(parts.iter().copied())
+        .map(io::IoSlice::new)
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match w.write_vectored(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Encode a call (for clients and tests).

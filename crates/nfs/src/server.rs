@@ -148,7 +148,7 @@ struct Shared {
 struct Conn {
     peer: SocketAddr,
     local: SocketAddr,
-    replies: Queue<Option<Vec<u8>>>,
+    replies: Queue<Option<Reply>>,
     in_flight: Mutex<usize>,
     freed: Condvar,
 }
@@ -361,7 +361,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
         // stalls only its own connection (the write has WRITE_TIMEOUT).
         if reader.buffer().is_empty() && *conn.in_flight.lock() == 0 {
             let reply = handle_record(sh, &conn, &record).unwrap_or_default();
-            if !reply.is_empty() && rpc::write_record(&mut inline_wr, &reply).is_err() {
+            if !reply.is_empty() && reply.send(&mut inline_wr).is_err() {
                 break;
             }
             continue;
@@ -404,7 +404,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
 fn write_loop(mut s: TcpStream, conn: &Conn) {
     let mut broken = false;
     while let Some(Some(reply)) = conn.replies.pop() {
-        if !broken && !reply.is_empty() && rpc::write_record(&mut s, &reply).is_err() {
+        if !broken && !reply.is_empty() && reply.send(&mut s).is_err() {
             broken = true;
             let _ = s.shutdown(Shutdown::Both);
         }
@@ -421,11 +421,11 @@ fn worker(sh: &Shared, jobs: &Queue<Job>) {
 }
 
 /// The reply to one record (`None`: drop it).
-fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Vec<u8>> {
+fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Reply> {
     let call = match rpc::decode_call(record) {
         Ok(c) => c,
         Err(BadCall::Drop) => return None,
-        Err(BadCall::Reply(xid, e)) => return Some(rpc::error_reply(xid, e)),
+        Err(BadCall::Reply(xid, e)) => return Some(Reply::whole(rpc::error_reply(xid, e))),
     };
     let xid = call.xid;
     let res = catch_unwind(AssertUnwindSafe(|| match call.prog {
@@ -439,7 +439,7 @@ fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Vec<u8>> {
             call.proc_,
             call.args,
         )
-        .map(|w| Some(ok_reply(xid, &w.buf))),
+        .map(|w| Some(ok_reply(xid, w.buf))),
         PROG_MOUNT => Err(RpcError::ProgMismatch { low: 3, high: 3 }),
         PROG_PORTMAP if (2..=4).contains(&call.vers) => portmap::dispatch(
             &sh.portmap,
@@ -448,22 +448,52 @@ fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Vec<u8>> {
             call.proc_,
             call.args,
         )
-        .map(|w| Some(ok_reply(xid, &w.buf))),
+        .map(|w| Some(ok_reply(xid, w.buf))),
         PROG_PORTMAP => Err(RpcError::ProgMismatch { low: 2, high: 4 }),
         _ => Err(RpcError::ProgUnavail),
     }));
     match res {
         Ok(Ok(Some(reply))) => Some(reply),
         Ok(Ok(None)) => None,
-        Ok(Err(e)) => Some(rpc::error_reply(xid, e)),
-        Err(_) => Some(rpc::error_reply(xid, RpcError::SystemErr)),
+        Ok(Err(e)) => Some(Reply::whole(rpc::error_reply(xid, e))),
+        Err(_) => Some(Reply::whole(rpc::error_reply(xid, RpcError::SystemErr))),
     }
 }
 
-fn ok_reply(xid: u32, body: &[u8]) -> Vec<u8> {
-    let mut w = rpc::success(xid);
-    w.buf.extend_from_slice(body);
-    w.buf
+/// A reply ready to send: the RPC header and the procedure's result, kept
+/// apart so a large result (a 1 MiB READ) goes to the socket from the buffer it
+/// was encoded in instead of being copied behind the header.
+#[derive(Default)]
+struct Reply {
+    head: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    /// A reply already encoded in one piece (an RPC error, a cached reply).
+    fn whole(bytes: Vec<u8>) -> Reply {
+        Reply {
+            head: bytes,
+            body: Vec::new(),
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.body.is_empty()
+    }
+    /// The reply in one buffer (for the duplicate request cache).
+    fn to_vec(&self) -> Vec<u8> {
+        [&self.head[..], &self.body[..]].concat()
+    }
+    fn send(&self, w: &mut impl io::Write) -> io::Result<()> {
+        rpc::write_record_parts(w, &[&self.head, &self.body])
+    }
+}
+
+fn ok_reply(xid: u32, body: Vec<u8>) -> Reply {
+    Reply {
+        head: rpc::success(xid).buf,
+        body,
+    }
 }
 
 fn args_hash(b: &[u8]) -> u64 {
@@ -472,7 +502,7 @@ fn args_hash(b: &[u8]) -> u64 {
     h.finish()
 }
 
-fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>, RpcError> {
+fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, RpcError> {
     let start = Instant::now();
     let parsed = match args::decode(call.proc_, call.args) {
         None => return Err(RpcError::ProcUnavail),
@@ -488,7 +518,7 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
         match sh.drc.lock().begin(key) {
             DrcState::New => {}
             DrcState::InProgress => return Ok(None),
-            DrcState::Done(r) => return Ok(Some(r.to_vec())),
+            DrcState::Done(r) => return Ok(Some(Reply::whole(r.to_vec()))),
         }
     }
     let ctx = Ctx {
@@ -499,9 +529,9 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
         note: std::cell::RefCell::new(Note::default()),
     };
     let body = nfs3::dispatch(&ctx, parsed);
-    let reply = ok_reply(call.xid, &body.buf);
+    let reply = ok_reply(call.xid, body.buf);
     if let Some(key) = key {
-        sh.drc.lock().finish(key, &reply);
+        sh.drc.lock().finish(key, &reply.to_vec());
     }
     let note = ctx.note.into_inner();
     let share = note.share.as_deref().map(|s| (s, note.root));
@@ -521,9 +551,9 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>
 
 /// NFSv4 (NULL and COMPOUND, minor version 1). Sessions give exactly-once
 /// semantics, so the duplicate request cache is not used.
-fn nfs4_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>>, RpcError> {
+fn nfs4_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, RpcError> {
     match call.proc_ {
-        0 => Ok(Some(ok_reply(call.xid, &[]))),
+        0 => Ok(Some(ok_reply(call.xid, Vec::new()))),
         1 => {
             let ctx = Ctx {
                 exports: &sh.exports,
@@ -533,7 +563,7 @@ fn nfs4_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Vec<u8>
                 note: std::cell::RefCell::new(Note::default()),
             };
             let body = nfs4::compound(&ctx, &sh.v4, &sh.stats, call.args)?;
-            Ok(Some(ok_reply(call.xid, &body)))
+            Ok(Some(ok_reply(call.xid, body)))
         }
         _ => Err(RpcError::ProcUnavail),
     }

@@ -239,7 +239,9 @@ pub(crate) fn regular(n: &Node, want: u32) -> Result<(), u32> {
 }
 
 fn read(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32) -> Writer {
-    let mut w = Writer::new();
+    // Sized for the data and its attributes up front: growing a Vec to 1 MiB
+    // copies the data again on every doubling.
+    let mut w = Writer::with_capacity(count.min(MAX_IO) as usize + 128);
     let n = match ctx.resolve(fh) {
         Ok(n) => n,
         Err(s) => {
