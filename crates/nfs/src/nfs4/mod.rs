@@ -306,8 +306,8 @@ impl Compound<'_, '_> {
                 length,
                 ..
             } => self.locku(locktype, &stateid, offset, length, &mut w),
-            // VERIFY and NVERIFY compare attributes; not offered yet.
-            Op::Verify(_) | Op::Nverify(_) => Err(NFS4ERR_NOTSUPP),
+            Op::Verify(a) => self.verify(&a, false),
+            Op::Nverify(a) => self.verify(&a, true),
             Op::Unsupported(op) => Err(unsupported(op)),
             _ => Err(unsupported(opnum)),
         };
