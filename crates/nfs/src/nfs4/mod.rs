@@ -122,15 +122,15 @@ pub fn compound(
         cur_sid: None,
         putfh_resolved: Default::default(),
     };
-    st.expire();
+    // One clock read per operation: each ends where the next starts.
+    let mut start = Instant::now();
+    st.expire(start);
     let mut guard: Option<SlotGuard> = None;
     // The size limit of a reply to be cached, once SEQUENCE asked for it.
     let mut limit: Option<limits::Limit> = None;
     let head = limits::head_len(tag);
     let client = ctx.client.to_string();
     for i in 0..nops {
-        let start = Instant::now();
-        *ctx.note.borrow_mut() = Default::default();
         let (opnum, op) = match ops::decode(&mut r) {
             Decoded::Op(num, op) => (num, op),
             Decoded::Illegal => {
@@ -197,13 +197,16 @@ pub fn compound(
             res.u32(0);
         }
         n += 1;
-        let note = ctx.note.borrow().clone();
+        // Taken, so the next operation starts with an empty note.
+        let note = std::mem::take(&mut *ctx.note.borrow_mut());
         let share = note.share.as_deref().map(|s| (s, note.root));
         if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
             stats.name(share, root, *obj, *parent, name);
         }
-        let name = format!("v4.{}", op_name(opnum));
-        stats.record(&client, share, &name, note.obj, note.bytes, start.elapsed());
+        let end = Instant::now();
+        let took = end.duration_since(start);
+        stats.record(&client, share, stat_name(opnum), note.obj, note.bytes, took);
+        start = end;
         if st_op != NFS4_OK {
             status = st_op;
             break;
