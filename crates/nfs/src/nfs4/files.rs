@@ -134,7 +134,7 @@ impl Compound<'_, '_> {
 
     pub fn getattr(&self, mask: &[u32], w: &mut Writer) -> OpResult {
         let fh = self.cur()?.clone();
-        let r = fh.resolve(self.ctx)?;
+        let r = self.resolved()?;
         attrs::encode(w, &self.subject(&fh, &r), mask, NFS4_OK);
         Ok(())
     }
