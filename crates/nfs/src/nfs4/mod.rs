@@ -151,7 +151,7 @@ pub fn compound(
         let st_op = if i > 0 {
             c.later(opnum, op, limit, &mut res, at)
         } else if let Op::Sequence(a) = op {
-            match st.sequence(&a, nops, args_hash(args)) {
+            match st.sequence(&a, nops, args_hash(args), start) {
                 SeqOutcome::Replay(reply) => return Ok(reply.to_vec()),
                 SeqOutcome::Err(e) => e,
                 SeqOutcome::New(g, sr) => {
