@@ -1,8 +1,10 @@
 //! The cost of NFSv4.1's COMPOUND (SEQUENCE + PUTFH + op) against NFSv3's single
 //! procedure on the same server, one connection, loopback: GETATTR, 4 KiB READ
 //! and 4 KiB and 1 MiB UNSTABLE WRITEs. Prints ops/s (median of 5 alternating 1 s rounds,
-//! so a noisy machine hits both versions alike) and the v4/v3 ratio. A measurement,
-//! not a check: run it by hand,
+//! so a noisy machine hits both versions alike), the v4/v3 ratio, and the server's
+//! CPU per operation (the `nfs-*` threads' run time from /proc, which the test
+//! client's share of the machine does not blur). A measurement, not a check: run it
+//! by hand (`NFS4_BENCH_ROWS=read` runs only the rows whose name has `read`),
 //!   cargo test --profile ci -p cachalot-nfs --test nfs4_bench -- --ignored --nocapture
 
 mod common;
@@ -16,26 +18,74 @@ use std::time::{Duration, Instant};
 const ROUND: Duration = Duration::from_secs(1);
 const ROUNDS: usize = 5;
 
+/// Ops/s and server CPU per op (us) of one side, medians over the rounds.
+#[derive(Clone, Copy)]
+struct Side {
+    rate: f64,
+    cpu_us: f64,
+}
+
 /// Medians of `ROUNDS` alternating rounds of `a` and `b`.
-fn pair(mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
+fn pair(mut a: impl FnMut(), mut b: impl FnMut()) -> (Side, Side) {
     let (mut ra, mut rb) = (vec![], vec![]);
     for _ in 0..ROUNDS {
         ra.push(rate(&mut a));
         rb.push(rate(&mut b));
     }
-    ra.sort_by(f64::total_cmp);
-    rb.sort_by(f64::total_cmp);
-    (ra[ROUNDS / 2], rb[ROUNDS / 2])
+    (median(&ra), median(&rb))
 }
 
-fn rate(mut f: impl FnMut()) -> f64 {
-    let start = Instant::now();
+/// Measure row `name` unless NFS4_BENCH_ROWS names others.
+fn row(rows: &mut Vec<(&str, Side, Side)>, name: &'static str, a: impl FnMut(), b: impl FnMut()) {
+    if std::env::var("NFS4_BENCH_ROWS").is_ok_and(|f| !name.contains(f.as_str())) {
+        return;
+    }
+    let (a, b) = pair(a, b);
+    rows.push((name, a, b));
+}
+
+fn median(rounds: &[Side]) -> Side {
+    let mid = |f: fn(&Side) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Side {
+        rate: mid(|s| s.rate),
+        cpu_us: mid(|s| s.cpu_us),
+    }
+}
+
+/// Nanoseconds the server's threads (named `nfs-*`) have run, from each
+/// thread's /proc schedstat (exact, unlike the tick-counted utime).
+fn server_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("nfs-"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn rate(mut f: impl FnMut()) -> Side {
+    let (start, cpu) = (Instant::now(), server_cpu_ns());
     let mut n = 0u64;
     while start.elapsed() < ROUND {
         f();
         n += 1;
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    // Threads that ended during the round (none here: one connection) would
+    // take their time with them; saturating keeps that from wrapping.
+    let cpu = server_cpu_ns().saturating_sub(cpu);
+    Side {
+        rate: n as f64 / start.elapsed().as_secs_f64(),
+        cpu_us: cpu as f64 / 1e3 / n as f64,
+    }
 }
 
 #[test]
@@ -72,14 +122,17 @@ fn v4_compound_cost_against_v3() {
         assert_eq!(s.borrow_mut().call(&o).unwrap().status, NFS4_OK);
     };
     let c3 = std::cell::RefCell::new(c3);
-    let (a, b) = pair(
+    row(
+        &mut rows,
+        "getattr",
         || {
             c3.borrow_mut().getattr(&fh).unwrap();
         },
         || v4(&|o| write_bitmap(o.op(OP_GETATTR), &bitmap_of([FATTR4_CHANGE, FATTR4_SIZE]))),
     );
-    rows.push(("getattr", a, b));
-    let (a, b) = pair(
+    row(
+        &mut rows,
+        "read 4K",
         || {
             c3.borrow_mut().read(&fh, next(), 4096).unwrap();
         },
@@ -90,8 +143,9 @@ fn v4_compound_cost_against_v3() {
             })
         },
     );
-    rows.push(("read 4K", a, b));
-    let (a, b) = pair(
+    row(
+        &mut rows,
+        "write 4K unstable",
         || {
             c3.borrow_mut().write(&fh, next(), &data, 0).unwrap();
         },
@@ -102,9 +156,23 @@ fn v4_compound_cost_against_v3() {
             })
         },
     );
-    rows.push(("write 4K unstable", a, b));
+    row(
+        &mut rows,
+        "read 1 byte",
+        || {
+            c3.borrow_mut().read(&fh, next(), 1).unwrap();
+        },
+        || {
+            let at = next();
+            v4(&|o| {
+                o.op(OP_READ).fixed(&sid).u64(at).u32(1);
+            })
+        },
+    );
     let big = vec![9u8; 1 << 20];
-    let (a, b) = pair(
+    row(
+        &mut rows,
+        "write 1M unstable",
         || {
             c3.borrow_mut().write(&fh, 0, &big, 0).unwrap();
         },
@@ -114,12 +182,18 @@ fn v4_compound_cost_against_v3() {
             })
         },
     );
-    rows.push(("write 1M unstable", a, b));
     println!(
-        "{:<18} {:>10} {:>10} {:>6}",
-        "row", "v3 ops/s", "v4.1 ops/s", "v4/v3"
+        "{:<18} {:>10} {:>10} {:>6} {:>9} {:>9}",
+        "row", "v3 ops/s", "v4.1 ops/s", "v4/v3", "v3 us/op", "v4 us/op"
     );
     for (name, a, b) in rows {
-        println!("{name:<18} {a:>10.0} {b:>10.0} {:>6.2}", b / a);
+        println!(
+            "{name:<18} {:>10.0} {:>10.0} {:>6.2} {:>9.1} {:>9.1}",
+            a.rate,
+            b.rate,
+            b.rate / a.rate,
+            a.cpu_us,
+            b.cpu_us
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! NFSv4.1 namespace operations over real RPC: the pseudo file system leading
 //! to the shares a client may see, handles shared with NFSv3, LOOKUP/LOOKUPP,
-//! GETATTR, ACCESS, READDIR, READLINK, SECINFO_NO_NAME and their errors.
+//! GETATTR, VERIFY/NVERIFY, ACCESS, READDIR, READLINK, SECINFO_NO_NAME and
+//! their errors.
 
 mod common;
 
@@ -336,4 +337,124 @@ fn handle_errors_and_secinfo() {
     let mut ops = Ops::new();
     ops.op(OP_PUTFH).opaque(&gone);
     assert_eq!(s.call(&ops).unwrap().status, NFS4ERR_STALE);
+}
+
+/// PUTFH `fh`, VERIFY (or NVERIFY) of `mask` with packed values `vals`, then
+/// GETFH: the COMPOUND's status and how many operations ran.
+fn verify(s: &mut Session4, fh: &[u8], op: u32, mask: &[u32], vals: &[u8]) -> (u32, u32) {
+    let rep = on(s, fh, |o| {
+        let w = o.op(op);
+        write_bitmap(w, mask);
+        w.opaque(vals);
+        o.op(OP_GETFH);
+    });
+    (rep.status, rep.n)
+}
+
+/// fattr4 values of (size, mode, owner, time_modify).
+fn vals(size: u64, mode: u32, owner: &str, mtime: (u64, u32)) -> Vec<u8> {
+    let mut w = cachalot_nfs::xdr::Writer::new();
+    w.u64(size).u32(mode).opaque(owner.as_bytes());
+    w.u64(mtime.0).u32(mtime.1);
+    w.buf
+}
+
+#[test]
+fn verify_and_nverify_compare_attributes() {
+    let env = env(SHARE);
+    let (mut c3, root3) = env.mounted();
+    let (file, _) = c3.create_file(&root3, "v", 0o640).unwrap();
+    c3.write(&file, 0, b"12345", 2).unwrap();
+    let sattr = cachalot_nfs::nfs3::args::Sattr {
+        uid: Some(1000),
+        ..Default::default()
+    };
+    c3.setattr(&file, &sattr).unwrap();
+    let mut s = Session4::establish(env.client(), b"verify", 4).unwrap();
+    let mask = bitmap_of([FATTR4_SIZE, FATTR4_MODE, FATTR4_OWNER, FATTR4_TIME_MODIFY]);
+    // The object's values as GETATTR sends them.
+    let rep = on(&mut s, &file, |o| write_bitmap(o.op(OP_GETATTR), &mask));
+    let mut r = rep.reader();
+    op_status(&mut r, OP_PUTFH).unwrap();
+    assert_eq!(op_status(&mut r, OP_GETATTR).unwrap(), NFS4_OK);
+    assert_eq!(r.u32_array(8).unwrap(), mask);
+    let got = r.opaque(4096).unwrap().to_vec();
+    let mut g = Reader::new(&got);
+    g.u64().unwrap();
+    g.u32().unwrap();
+    g.string(64).unwrap();
+    let mtime = (g.u64().unwrap(), g.u32().unwrap());
+    let same = vals(5, 0o640, "1000", mtime);
+    assert_eq!(got, same);
+    // Equal: VERIFY goes on to GETFH, NVERIFY stops with SAME.
+    let ok = (NFS4_OK, 4);
+    assert_eq!(verify(&mut s, &file, OP_VERIFY, &mask, &same), ok);
+    assert_eq!(
+        verify(&mut s, &file, OP_NVERIFY, &mask, &same),
+        (NFS4ERR_SAME, 3)
+    );
+    // Any one value different: VERIFY stops with NOT_SAME, NVERIFY goes on.
+    for other in [
+        vals(6, 0o640, "1000", mtime),
+        vals(5, 0o644, "1000", mtime),
+        vals(5, 0o640, "1001", mtime),
+        vals(5, 0o640, "1000", (mtime.0, mtime.1 ^ 1)),
+        same[..same.len() - 4].to_vec(),
+        [&same[..], &[0; 4]].concat(),
+        vec![],
+    ] {
+        assert_eq!(
+            verify(&mut s, &file, OP_VERIFY, &mask, &other),
+            (NFS4ERR_NOT_SAME, 3)
+        );
+        assert_eq!(verify(&mut s, &file, OP_NVERIFY, &mask, &other), ok);
+    }
+    // The comparison is with the object now: a write moves size and mtime.
+    c3.write(&file, 5, b"6", 2).unwrap();
+    assert_eq!(
+        verify(&mut s, &file, OP_VERIFY, &mask, &same),
+        (NFS4ERR_NOT_SAME, 3)
+    );
+    // A bitmap with a trailing zero word asks for the same attributes.
+    let one = bitmap_of([FATTR4_SIZE]);
+    let six = 6u64.to_be_bytes();
+    let long = [one[0], 0, 0];
+    assert_eq!(verify(&mut s, &file, OP_VERIFY, &long, &six), ok);
+    // The pseudo root is a directory too.
+    let rep = {
+        let mut ops = Ops::new();
+        ops.op(OP_PUTROOTFH);
+        let w = ops.op(OP_VERIFY);
+        write_bitmap(w, &bitmap_of([FATTR4_TYPE]));
+        w.opaque(&2u32.to_be_bytes());
+        s.call(&ops).unwrap()
+    };
+    assert_eq!(rep.status, NFS4_OK);
+    // Attributes that cannot be compared, unsupported ones, no handle.
+    for (bits, want) in [
+        (bitmap_of([FATTR4_SIZE, FATTR4_RDATTR_ERROR]), NFS4ERR_INVAL),
+        (bitmap_of([FATTR4_TIME_MODIFY_SET]), NFS4ERR_INVAL),
+        (bitmap_of([FATTR4_TIME_ACCESS_SET]), NFS4ERR_INVAL),
+        (bitmap_of([FATTR4_SIZE, 12]), NFS4ERR_ATTRNOTSUPP),
+        (bitmap_of([255]), NFS4ERR_ATTRNOTSUPP),
+    ] {
+        for op in [OP_VERIFY, OP_NVERIFY] {
+            assert_eq!(verify(&mut s, &file, op, &bits, &six).0, want, "{bits:?}");
+        }
+    }
+    let mut ops = Ops::new();
+    write_bitmap(ops.op(OP_VERIFY), &one);
+    ops.w.opaque(&six);
+    assert_eq!(s.call(&ops).unwrap().status, NFS4ERR_NOFILEHANDLE);
+    // Bounded decoding: a bitmap of 9 words, values over 64 KiB.
+    let rep = on(&mut s, &file, |o| {
+        write_bitmap(o.op(OP_NVERIFY), &[0; 9]);
+        o.w.opaque(&[]);
+    });
+    assert_eq!(rep.status, NFS4ERR_BADXDR);
+    let rep = on(&mut s, &file, |o| {
+        write_bitmap(o.op(OP_NVERIFY), &one);
+        o.w.opaque(&vec![0; 65 << 10]);
+    });
+    assert_eq!(rep.status, NFS4ERR_BADXDR);
 }

@@ -124,8 +124,39 @@ pub fn change(a: &Attr) -> u64 {
 
 /// Encode fattr4 for `mask` (and `rdattr_error` when asked).
 pub fn encode(w: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) {
-    let a = &s.attr;
     let mut vals = Writer::new();
+    let got = values(&mut vals, s, mask, rdattr_error);
+    write_bitmap(w, &bitmap_of(got));
+    w.opaque(&vals.buf);
+}
+
+/// Check the bitmap of VERIFY or NVERIFY (RFC 8881 sections 18.15.4 and
+/// 18.31.4): rdattr_error and the write-only *_set attributes cannot be
+/// compared (INVAL); an attribute the server does not support is ATTRNOTSUPP.
+pub fn check_verifiable(mask: &[u32]) -> Result<(), u32> {
+    let not_readable = [
+        FATTR4_RDATTR_ERROR,
+        FATTR4_TIME_ACCESS_SET,
+        FATTR4_TIME_MODIFY_SET,
+    ];
+    if not_readable.iter().any(|b| has(mask, *b)) {
+        return Err(NFS4ERR_INVAL);
+    }
+    let supported = bitmap_of(SUPPORTED.iter().copied());
+    let unsupported = mask
+        .iter()
+        .enumerate()
+        .any(|(i, w)| w & !supported.get(i).copied().unwrap_or(0) != 0);
+    if unsupported {
+        return Err(NFS4ERR_ATTRNOTSUPP);
+    }
+    Ok(())
+}
+
+/// Write the packed values (fattr4.attr_vals) of the attributes in `mask`
+/// that the server reads, in bit order; the bits written.
+pub fn values(v: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) -> Vec<u32> {
+    let a = &s.attr;
     let mut got = vec![];
     let stat = if [21, 22, 23, 42, 43, 44].iter().any(|b| has(mask, *b)) {
         s.fs.as_ref().and_then(|fs| fs.statfs().ok())
@@ -136,7 +167,6 @@ pub fn encode(w: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) 
         if !has(mask, bit) || bit == FATTR4_TIME_ACCESS_SET || bit == FATTR4_TIME_MODIFY_SET {
             continue;
         }
-        let v = &mut vals;
         match bit {
             FATTR4_SUPPORTED_ATTRS => write_bitmap(v, &bitmap_of(SUPPORTED.iter().copied())),
             FATTR4_TYPE => {
@@ -247,8 +277,7 @@ pub fn encode(w: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) 
         }
         got.push(bit);
     }
-    write_bitmap(w, &bitmap_of(got));
-    w.opaque(&vals.buf);
+    got
 }
 
 /// An owner or group string: a number, or `name@domain` (or a bare name) in

@@ -1,6 +1,7 @@
 //! NFSv4.1 operations on the current file handle that read the namespace:
 //! PUTROOTFH, PUTPUBFH, PUTFH, GETFH, SAVEFH, RESTOREFH, LOOKUP, LOOKUPP,
-//! ACCESS, GETATTR, READDIR, READLINK, SECINFO, SECINFO_NO_NAME.
+//! ACCESS, GETATTR, VERIFY, NVERIFY, READDIR, READLINK, SECINFO,
+//! SECINFO_NO_NAME.
 //!
 //! Invariants:
 //! - Real nodes are resolved, checked and searched by the NFSv3 code
@@ -15,6 +16,7 @@
 
 use super::attrs::{self, Subject};
 use super::consts::*;
+use super::ops::Fattr4;
 use super::pseudo::{self, Fh, Resolved};
 use super::Compound;
 use crate::nfs3::dirs;
@@ -132,9 +134,27 @@ impl Compound<'_, '_> {
 
     pub fn getattr(&self, mask: &[u32], w: &mut Writer) -> OpResult {
         let fh = self.cur()?.clone();
-        let r = fh.resolve(self.ctx)?;
+        let r = self.resolved()?;
         attrs::encode(w, &self.subject(&fh, &r), mask, NFS4_OK);
         Ok(())
+    }
+
+    /// VERIFY (`nverify` false) and NVERIFY: the client's fattr4 against the
+    /// object's attributes encoded as GETATTR encodes them. Both lists are in
+    /// bit order and the bitmap is the client's, so equal attributes are equal
+    /// bytes; a length that differs is a difference (RFC 8881 sections 18.15
+    /// and 18.31). VERIFY fails NOT_SAME on a difference, NVERIFY SAME on none.
+    pub fn verify(&self, want: &Fattr4<'_>, nverify: bool) -> OpResult {
+        let fh = self.cur()?.clone();
+        attrs::check_verifiable(&want.mask)?;
+        let r = self.resolved()?;
+        let mut have = Writer::new();
+        attrs::values(&mut have, &self.subject(&fh, &r), &want.mask, NFS4_OK);
+        match (have.buf == want.vals, nverify) {
+            (true, false) | (false, true) => Ok(()),
+            (false, false) => Err(NFS4ERR_NOT_SAME),
+            (true, true) => Err(NFS4ERR_SAME),
+        }
     }
 
     pub fn lookup(&mut self, name: &[u8]) -> OpResult {

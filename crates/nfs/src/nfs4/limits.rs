@@ -28,11 +28,6 @@ pub struct Limit {
     pub max: usize,
 }
 
-/// Bytes of COMPOUND4res before the results: status, tag, result count.
-pub fn head_len(tag: &[u8]) -> usize {
-    4 + 4 + tag.len().div_ceil(4) * 4 + 4
-}
-
 /// The least bytes an operation's result (after its number and status) will
 /// take, known before it runs; 0 when only running it tells.
 fn known_before(op: &Op<'_>) -> usize {
@@ -54,8 +49,8 @@ impl Limit {
         })
     }
 
-    /// May `op` run when the reply so far (header included, and the
-    /// operation's number) is `used` bytes long?
+    /// May `op` run when the reply so far (COMPOUND4res header included, and
+    /// the operation's number) is `used` bytes long?
     pub fn before(&self, used: usize, op: &Op<'_>) -> Result<(), u32> {
         self.fits(used + 4 + known_before(op))
     }

@@ -39,7 +39,7 @@ use ops::{Decoded, Op};
 use state::{Principal, SeqOutcome, SlotGuard, State};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One COMPOUND being run.
 pub struct Compound<'c, 'a> {
@@ -101,17 +101,14 @@ pub fn compound(
 ) -> Result<Vec<u8>, RpcError> {
     let mut r = Reader::new(args);
     let (tag, minor, nops) = ops::header(&mut r)?;
+    // The reply is written in place, header first; its status and result
+    // count are filled in at the end (no copy of a READ's data per layer).
     let mut res = Writer::with_capacity(512);
-    let mut n = 0u32;
-    let mut status = NFS4_OK;
-    let finish = |status: u32, n: u32, res: &Writer| {
-        let mut w = Writer::with_capacity(res.len() + tag.len() + 16);
-        w.u32(status).opaque(tag).u32(n);
-        w.buf.extend_from_slice(&res.buf);
-        w.buf
-    };
+    res.u32(NFS4_OK).opaque(tag).u32(0);
+    let head = res.len();
     if minor != 1 {
-        return Ok(finish(NFS4ERR_MINOR_VERS_MISMATCH, 0, &res));
+        put_u32(&mut res, 0, NFS4ERR_MINOR_VERS_MISMATCH);
+        return Ok(res.buf);
     }
     let mut c = Compound {
         ctx,
@@ -122,15 +119,15 @@ pub fn compound(
         cur_sid: None,
         putfh_resolved: Default::default(),
     };
-    st.expire();
+    // One clock read per operation: each ends where the next starts.
+    let mut start = Instant::now();
+    st.expire(start);
     let mut guard: Option<SlotGuard> = None;
     // The size limit of a reply to be cached, once SEQUENCE asked for it.
     let mut limit: Option<limits::Limit> = None;
-    let head = limits::head_len(tag);
     let client = ctx.client.to_string();
+    let (mut n, mut status) = (0u32, NFS4_OK);
     for i in 0..nops {
-        let start = Instant::now();
-        *ctx.note.borrow_mut() = Default::default();
         let (opnum, op) = match ops::decode(&mut r) {
             Decoded::Op(num, op) => (num, op),
             Decoded::Illegal => {
@@ -148,91 +145,126 @@ pub fn compound(
             }
         };
         res.u32(opnum);
-        let (st_op, body) = if i == 0 {
-            match op {
-                Op::Sequence(a) => match st.sequence(&a, nops, args_hash(args)) {
-                    SeqOutcome::Replay(reply) => return Ok(reply.to_vec()),
-                    SeqOutcome::Err(e) => (e, Writer::new()),
-                    SeqOutcome::New(g, sr) => {
-                        let mut w = Writer::new();
-                        w.fixed(&a.sessionid)
-                            .u32(a.sequenceid)
-                            .u32(a.slotid)
-                            .u32(sr.highest_slotid)
-                            .u32(sr.target_highest_slotid)
-                            .u32(sr.status_flags);
-                        c.session = Some(g.session.clone());
-                        limit = limits::Limit::of(&g.session, a.cachethis);
-                        guard = Some(g);
-                        (NFS4_OK, w)
-                    }
-                },
-                _ if !sessionless(opnum) => (NFS4ERR_OP_NOT_IN_SESSION, Writer::new()),
-                _ if nops > 1 => (NFS4ERR_NOT_ONLY_OP, Writer::new()),
-                op => c.run(opnum, op),
+        // Where the operation's status goes; its result follows.
+        let at = res.len();
+        res.u32(NFS4_OK);
+        let st_op = if i > 0 {
+            c.later(opnum, op, limit, &mut res, at)
+        } else if let Op::Sequence(a) = op {
+            match st.sequence(&a, nops, args_hash(args), start) {
+                SeqOutcome::Replay(reply) => return Ok(reply.to_vec()),
+                SeqOutcome::Err(e) => e,
+                SeqOutcome::New(g, sr) => {
+                    res.fixed(&a.sessionid)
+                        .u32(a.sequenceid)
+                        .u32(a.slotid)
+                        .u32(sr.highest_slotid)
+                        .u32(sr.target_highest_slotid)
+                        .u32(sr.status_flags);
+                    c.session = Some(g.session.clone());
+                    limit = limits::Limit::of(&g.session, a.cachethis);
+                    guard = Some(g);
+                    NFS4_OK
+                }
             }
+        } else if !sessionless(opnum) {
+            NFS4ERR_OP_NOT_IN_SESSION
+        } else if nops > 1 {
+            NFS4ERR_NOT_ONLY_OP
         } else {
-            match op {
-                Op::Sequence(_) => (NFS4ERR_SEQUENCE_POS, Writer::new()),
-                Op::BindConnToSession { .. } => (NFS4ERR_NOT_ONLY_OP, Writer::new()),
-                op => match limit.map(|l| l.before(head + res.len(), &op)) {
-                    Some(Err(e)) => (e, Writer::new()),
-                    _ => {
-                        let (st_op, body) = c.run(opnum, op);
-                        match limit.map(|l| l.after(head + res.len(), body.len())) {
-                            Some(Err(e)) => (e, Writer::new()),
-                            _ => (st_op, body),
-                        }
-                    }
-                },
-            }
+            c.run(opnum, op, &mut res)
         };
         if opnum != OP_PUTFH {
             c.putfh_resolved.borrow_mut().take();
         }
-        res.u32(st_op);
-        if st_op == NFS4_OK || opnum != OP_SETATTR {
-            res.buf.extend_from_slice(&body.buf);
-        } else {
+        // A failed SETATTR still has its (empty) attrsset bitmap.
+        if st_op != NFS4_OK && opnum == OP_SETATTR {
             res.u32(0);
         }
+        put_u32(&mut res, at, st_op);
         n += 1;
-        let note = ctx.note.borrow().clone();
-        let share = note.share.as_deref().map(|s| (s, note.root));
-        if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
-            stats.name(share, root, *obj, *parent, name);
-        }
-        let name = format!("v4.{}", op_name(opnum));
-        stats.record(&client, share, &name, note.obj, note.bytes, start.elapsed());
+        let end = Instant::now();
+        account(ctx, stats, &client, opnum, end.duration_since(start));
+        start = end;
         if st_op != NFS4_OK {
             status = st_op;
             break;
         }
     }
-    let reply = finish(status, n, &res);
+    put_u32(&mut res, 0, status);
+    put_u32(&mut res, head - 4, n);
     if let Some(g) = guard {
-        g.finish(&reply);
+        g.finish(&res.buf);
     }
-    Ok(reply)
+    Ok(res.buf)
+}
+
+/// Overwrite the XDR word at byte `at` of `w` (a status or count written
+/// before it was known).
+fn put_u32(w: &mut Writer, at: usize, v: u32) {
+    w.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Record an operation in `nfs.ops` (and a name it saw), from the note it
+/// left; the note is taken, so the next operation starts with an empty one.
+fn account(ctx: &Ctx<'_>, stats: &Stats, client: &str, opnum: u32, took: Duration) {
+    let note = std::mem::take(&mut *ctx.note.borrow_mut());
+    let share = note.share.as_deref().map(|s| (s, note.root));
+    if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
+        stats.name(share, root, *obj, *parent, name);
+    }
+    stats.record(client, share, stat_name(opnum), note.obj, note.bytes, took);
 }
 
 impl Compound<'_, '_> {
-    /// Run one operation: its status and the result after the status.
-    fn run(&mut self, opnum: u32, op: Op<'_>) -> (u32, Writer) {
-        let mut w = Writer::new();
+    /// An operation after the first: SEQUENCE and BIND_CONN_TO_SESSION may
+    /// not be there, and a COMPOUND to be cached must fit its slot (`at`:
+    /// where the operation's status is in `res`, its result after it).
+    fn later(
+        &mut self,
+        opnum: u32,
+        op: Op<'_>,
+        limit: Option<limits::Limit>,
+        res: &mut Writer,
+        at: usize,
+    ) -> u32 {
+        match op {
+            Op::Sequence(_) => NFS4ERR_SEQUENCE_POS,
+            Op::BindConnToSession { .. } => NFS4ERR_NOT_ONLY_OP,
+            op => {
+                if let Some(Err(e)) = limit.map(|l| l.before(at, &op)) {
+                    return e;
+                }
+                let st_op = self.run(opnum, op, res);
+                match limit.map(|l| l.after(at, res.len() - at - 4)) {
+                    Some(Err(e)) => {
+                        res.buf.truncate(at + 4);
+                        e
+                    }
+                    _ => st_op,
+                }
+            }
+        }
+    }
+
+    /// Run one operation, appending its result to `w`: its status. A result
+    /// is kept only with OK, or DENIED (LOCK and LOCKT describe the
+    /// conflicting lock); a failed operation's partial result is dropped.
+    fn run(&mut self, opnum: u32, op: Op<'_>, w: &mut Writer) -> u32 {
+        let mark = w.len();
         let r = match op {
-            Op::ExchangeId(a) => self.exchange_id(&a, &mut w),
+            Op::ExchangeId(a) => self.exchange_id(&a, w),
             Op::CreateSession(a) => self
                 .st
                 .create_session(&a, Principal::from(self.ctx.cred))
-                .map(|b| w.buf = b),
+                .map(|b| w.buf.extend_from_slice(&b)),
             Op::DestroySession(id) => self.st.destroy_session(&id),
             Op::DestroyClientid(id) => self.st.destroy_clientid(id),
             Op::BindConnToSession {
                 sessionid,
                 dir,
                 rdma,
-            } => self.bind_conn(&sessionid, dir, rdma, &mut w),
+            } => self.bind_conn(&sessionid, dir, rdma, w),
             Op::ReclaimComplete(_one_fs) => match &self.session {
                 Some(s) => self.st.reclaim_complete(s.clientid),
                 None => Err(NFS4ERR_OP_NOT_IN_SESSION),
@@ -242,48 +274,48 @@ impl Compound<'_, '_> {
                 Ok(())
             }
             Op::Putfh(fh) => self.putfh(fh),
-            Op::Getfh => self.getfh(&mut w),
+            Op::Getfh => self.getfh(w),
             Op::Savefh => self.savefh(),
             Op::Restorefh => self.restorefh(),
             Op::Lookup(name) => self.lookup(name),
             Op::Lookupp => self.lookupp(),
-            Op::Access(mask) => self.access(mask, &mut w),
-            Op::Getattr(mask) => self.getattr(&mask, &mut w),
-            Op::Readlink => self.readlink(&mut w),
+            Op::Access(mask) => self.access(mask, w),
+            Op::Getattr(mask) => self.getattr(&mask, w),
+            Op::Readlink => self.readlink(w),
             Op::Readdir {
                 cookie,
                 maxcount,
                 mask,
                 ..
-            } => self.readdir(cookie, maxcount, &mask, &mut w),
-            Op::SecinfoNoName(style) => self.secinfo(None, style, &mut w),
-            Op::Secinfo(name) => self.secinfo(Some(name), 0, &mut w),
-            Op::Open(a) => self.open(&a, &mut w),
-            Op::Close { stateid, .. } => self.close(&stateid, &mut w),
+            } => self.readdir(cookie, maxcount, &mask, w),
+            Op::SecinfoNoName(style) => self.secinfo(None, style, w),
+            Op::Secinfo(name) => self.secinfo(Some(name), 0, w),
+            Op::Open(a) => self.open(&a, w),
+            Op::Close { stateid, .. } => self.close(&stateid, w),
             Op::OpenDowngrade {
                 stateid,
                 share_access,
                 share_deny,
                 ..
-            } => self.open_downgrade(&stateid, share_access, share_deny, &mut w),
+            } => self.open_downgrade(&stateid, share_access, share_deny, w),
             Op::Read {
                 stateid,
                 offset,
                 count,
-            } => self.read(&stateid, offset, count, &mut w),
+            } => self.read(&stateid, offset, count, w),
             Op::Write {
                 stateid,
                 offset,
                 stable,
                 data,
-            } => self.write(&stateid, offset, stable, data, &mut w),
-            Op::Commit { .. } => self.commit(&mut w),
-            Op::Setattr { stateid, attrs } => self.setattr(&stateid, &attrs, &mut w),
-            Op::Create { kind, name, attrs } => self.create(&kind, name, &attrs, &mut w),
-            Op::Remove(name) => self.remove(name, &mut w),
-            Op::Rename { old, new } => self.rename(old, new, &mut w),
-            Op::Link(name) => self.link(name, &mut w),
-            Op::TestStateid(sids) => self.test_stateid(&sids, &mut w),
+            } => self.write(&stateid, offset, stable, data, w),
+            Op::Commit { .. } => self.commit(w),
+            Op::Setattr { stateid, attrs } => self.setattr(&stateid, &attrs, w),
+            Op::Create { kind, name, attrs } => self.create(&kind, name, &attrs, w),
+            Op::Remove(name) => self.remove(name, w),
+            Op::Rename { old, new } => self.rename(old, new, w),
+            Op::Link(name) => self.link(name, w),
+            Op::TestStateid(sids) => self.test_stateid(&sids, w),
             Op::FreeStateid(sid) => self.free_stateid(&sid),
             Op::Lock {
                 locktype,
@@ -291,31 +323,33 @@ impl Compound<'_, '_> {
                 offset,
                 length,
                 locker,
-            } => self.lock(locktype, reclaim, offset, length, &locker, &mut w),
+            } => self.lock(locktype, reclaim, offset, length, &locker, w),
             Op::Lockt {
                 locktype,
                 offset,
                 length,
                 owner,
                 ..
-            } => self.lockt(locktype, offset, length, owner, &mut w),
+            } => self.lockt(locktype, offset, length, owner, w),
             Op::Locku {
                 locktype,
                 stateid,
                 offset,
                 length,
                 ..
-            } => self.locku(locktype, &stateid, offset, length, &mut w),
-            // VERIFY and NVERIFY compare attributes; not offered yet.
-            Op::Verify(_) | Op::Nverify(_) => Err(NFS4ERR_NOTSUPP),
+            } => self.locku(locktype, &stateid, offset, length, w),
+            Op::Verify(a) => self.verify(&a, false),
+            Op::Nverify(a) => self.verify(&a, true),
             Op::Unsupported(op) => Err(unsupported(op)),
             _ => Err(unsupported(opnum)),
         };
         match r {
-            Ok(()) => (NFS4_OK, w),
-            // LOCK and LOCKT describe the conflicting lock.
-            Err(NFS4ERR_DENIED) => (NFS4ERR_DENIED, w),
-            Err(e) => (e, Writer::new()),
+            Ok(()) => NFS4_OK,
+            Err(NFS4ERR_DENIED) => NFS4ERR_DENIED,
+            Err(e) => {
+                w.buf.truncate(mark);
+                e
+            }
         }
     }
 

@@ -384,13 +384,13 @@ impl State {
 
     /// Drop the clients whose lease ran out (at most once a second): their
     /// sessions, opens and locks go with them.
-    pub fn expire(&self) {
+    pub fn expire(&self, now: Instant) {
         {
             let mut last = self.last_expire.lock();
-            if last.elapsed() < Duration::from_secs(1).min(self.lease / 4) {
+            if now.saturating_duration_since(*last) < Duration::from_secs(1).min(self.lease / 4) {
                 return;
             }
-            *last = Instant::now();
+            *last = now;
         }
         let mut g = self.inner.lock();
         let dead: Vec<(u64, String)> = g
@@ -596,15 +596,22 @@ impl State {
     }
 
     /// SEQUENCE (RFC 8881 section 18.46.4) for a COMPOUND of `nops` operations
-    /// whose arguments hash to `args_hash`.
-    pub fn sequence(&self, a: &SequenceArgs, nops: u32, args_hash: u64) -> SeqOutcome {
+    /// whose arguments hash to `args_hash`, received at `now` (the lease is
+    /// renewed from then; the COMPOUND's clock read, not one more).
+    pub fn sequence(
+        &self,
+        a: &SequenceArgs,
+        nops: u32,
+        args_hash: u64,
+        now: Instant,
+    ) -> SeqOutcome {
         let session = {
             let mut g = self.inner.lock();
             let Some(s) = g.sessions.get(&a.sessionid).cloned() else {
                 return SeqOutcome::Err(NFS4ERR_BADSESSION);
             };
             match g.clients.get_mut(&s.clientid) {
-                Some(c) => c.renewed = Instant::now(),
+                Some(c) => c.renewed = now,
                 None => return SeqOutcome::Err(NFS4ERR_BADSESSION),
             }
             s
