@@ -147,6 +147,8 @@ struct Shared {
 /// One connection's state shared by its reader, the workers and its writer.
 struct Conn {
     peer: SocketAddr,
+    /// The peer's address as analytics name the client.
+    peer_name: String,
     local: SocketAddr,
     replies: Queue<Option<Reply>>,
     in_flight: Mutex<usize>,
@@ -336,6 +338,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
     sh.conns.lock().insert(id, reg);
     let conn = Arc::new(Conn {
         peer,
+        peer_name: peer.ip().to_string(),
         local,
         // Never full: at most MAX_IN_FLIGHT replies plus the stop marker.
         replies: Queue::new(MAX_IN_FLIGHT + 2),
@@ -524,6 +527,7 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, 
     let ctx = Ctx {
         exports: &sh.exports,
         client,
+        client_name: &conn.peer_name,
         cred: &call.cred,
         write_verf: sh.write_verf,
         note: std::cell::RefCell::new(Note::default()),
@@ -539,7 +543,7 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, 
         sh.stats.name(share, root, *obj, *parent, name);
     }
     sh.stats.record(
-        &client.to_string(),
+        &conn.peer_name,
         share,
         args::PROC_NAMES[call.proc_ as usize],
         note.obj,
@@ -558,6 +562,7 @@ fn nfs4_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>,
             let ctx = Ctx {
                 exports: &sh.exports,
                 client: conn.peer.ip(),
+                client_name: &conn.peer_name,
                 cred: &call.cred,
                 write_verf: sh.write_verf,
                 note: std::cell::RefCell::new(Note::default()),

@@ -116,7 +116,7 @@ impl Compound<'_, '_> {
             )
         })?;
         if reclaim {
-            self.st.note_lock(&self.ctx.client.to_string(), "reclaim");
+            self.st.note_lock(self.ctx.client_name, "reclaim");
         }
         write_stateid(w, &sid);
         cinfo(w, before, after);
@@ -516,7 +516,7 @@ impl Compound<'_, '_> {
         let n = self.real()?;
         self.st.grace_check(clientid, reclaim)?;
         let boot = self.st.boot;
-        let client = self.ctx.client.to_string();
+        let client = self.ctx.client_name;
         let res = self.st.with_table(|t| {
             let other = match locker {
                 Locker::New {
@@ -555,13 +555,13 @@ impl Compound<'_, '_> {
         match res {
             Ok(sid) => {
                 self.st
-                    .note_lock(&client, if reclaim { "reclaim" } else { "grant" });
+                    .note_lock(client, if reclaim { "reclaim" } else { "grant" });
                 write_stateid(w, &sid);
                 self.cur_sid = Some(sid);
                 Ok(())
             }
             Err(d) => {
-                self.st.note_lock(&client, "conflict");
+                self.st.note_lock(client, "conflict");
                 denied(w, &d);
                 Err(NFS4ERR_DENIED)
             }

@@ -125,7 +125,7 @@ pub fn compound(
     let mut guard: Option<SlotGuard> = None;
     // The size limit of a reply to be cached, once SEQUENCE asked for it.
     let mut limit: Option<limits::Limit> = None;
-    let client = ctx.client.to_string();
+    let client = ctx.client_name;
     let (mut n, mut status) = (0u32, NFS4_OK);
     for i in 0..nops {
         let (opnum, op) = match ops::decode(&mut r) {
@@ -184,7 +184,7 @@ pub fn compound(
         put_u32(&mut res, at, st_op);
         n += 1;
         let end = Instant::now();
-        account(ctx, stats, &client, opnum, end.duration_since(start));
+        account(ctx, stats, client, opnum, end.duration_since(start));
         start = end;
         if st_op != NFS4_OK {
             status = st_op;
@@ -354,10 +354,10 @@ impl Compound<'_, '_> {
     }
 
     fn exchange_id(&self, a: &ops::ExchangeIdArgs<'_>, w: &mut Writer) -> Result<(), u32> {
-        let addr = self.ctx.client.to_string();
+        let addr = self.ctx.client_name;
         let (id, seq, flags) = self
             .st
-            .exchange_id(a, Principal::from(self.ctx.cred), &addr)?;
+            .exchange_id(a, Principal::from(self.ctx.cred), addr)?;
         w.u64(id).u32(seq).u32(flags).u32(SP4_NONE);
         // server_owner4 {so_minor_id, so_major_id}, server scope, impl id.
         w.u64(0).opaque(&self.st.owner).opaque(&self.st.owner);
