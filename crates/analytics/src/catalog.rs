@@ -29,10 +29,10 @@ pub struct StatInfo {
 pub const CATALOG: &[StatInfo] = &[
     StatInfo {
         name: "arc.accesses",
-        dims: &["result", "kind", "demand"],
+        dims: &["result", "kind", "demand", "level"],
         unit: "ops",
         timed: false,
-        about: "ARC lookups: hit or miss, data or metadata, demand or prefetch",
+        about: "ARC lookups: hit or miss, data or metadata, demand or prefetch, served by arc, l2arc or pool",
     },
     StatInfo {
         name: "disk.bytes",

@@ -288,7 +288,13 @@ struct Counters {
     oversize_rejects: u64,
 }
 
+/// Called with each entry the cache evicts (`evict_one`, REPLACE; see
+/// [`Arc::set_evict_hook`]).
+pub type EvictHook<K> = Box<dyn Fn(&K, &Value) + Send + Sync>;
+
 struct Inner<K> {
+    /// Told of every evicted value (the L2ARC's feed), under the cache lock.
+    evict_hook: Option<EvictHook<K>>,
     map: HashMap<K, usize>,
     /// Slab of nodes; `None` slots are listed in `free`.
     nodes: Vec<Option<Node<K>>>,
@@ -303,6 +309,7 @@ struct Inner<K> {
 impl<K: Hash + Eq + Clone> Inner<K> {
     fn new(c: u64) -> Self {
         Inner {
+            evict_hook: None,
             map: HashMap::new(),
             nodes: Vec::new(),
             free: Vec::new(),
@@ -415,7 +422,10 @@ impl<K: Hash + Eq + Clone> Inner<K> {
             return false;
         };
         self.unlink(victim);
-        let n = self.node_mut(victim);
+        let n = self.nodes[victim].as_mut().expect("live slab slot");
+        if let (Some(hook), Some(v)) = (&self.evict_hook, &n.value) {
+            hook(&n.key, v);
+        }
         n.value = None;
         n.prefetched = false;
         let size = n.size;
@@ -695,6 +705,14 @@ impl<K: Hash + Eq + Clone + Send> Arc<K> {
     /// and any previous entry for `key` is dropped.
     pub fn insert(&self, key: K, value: Value, kind: Kind) {
         self.inner.lock().insert(key, value, kind)
+    }
+
+    /// Calls `hook` with the key and value of every entry evicted from now on
+    /// (the one eviction point, REPLACE): the L2ARC is fed from it. The hook
+    /// runs under the cache lock, so it must be quick, must not block on I/O
+    /// and must not call back into this cache.
+    pub fn set_evict_hook(&self, hook: EvictHook<K>) {
+        self.inner.lock().evict_hook = Some(hook);
     }
 
     /// Forgets `key`, cached or ghost (e.g. when its block is freed).

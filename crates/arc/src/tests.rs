@@ -586,3 +586,21 @@ fn concurrent_use_keeps_invariants() {
         }
     }
 }
+
+#[test]
+fn evict_hook_sees_every_evicted_value() {
+    let cache: Arc<u64> = Arc::new(1000);
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    cache.set_evict_hook(Box::new(move |k, v| s.lock().push((*k, v.len()))));
+    for key in 0..5u64 {
+        cache.insert(key, val(300, key as u8), Kind::DATA);
+    }
+    // 1000 bytes hold three values of 300: keys 0 and 1 were evicted, in order.
+    assert_eq!(*seen.lock(), vec![(0, 300), (1, 300)]);
+    assert_eq!(cache.stats().evictions, 2);
+    // A remove is not an eviction: the hook is not told.
+    cache.remove(&4);
+    assert_eq!(seen.lock().len(), 2);
+    cache.check();
+}

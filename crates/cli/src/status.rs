@@ -132,6 +132,8 @@ fn render_one(p: &Value) -> String {
     let (spares, all): (Vec<Value>, Vec<Value>) = all
         .into_iter()
         .partition(|d| d["spare"].as_bool() == Some(true));
+    let (cache, all): (Vec<Value>, Vec<Value>) =
+        all.into_iter().partition(|d| d["cache"].is_object());
     let (logs, devs): (Vec<Value>, Vec<Value>) = all
         .into_iter()
         .partition(|d| d["log"].as_bool() == Some(true));
@@ -165,6 +167,16 @@ fn render_one(p: &Value) -> String {
             ));
         }
     }
+    // Cache devices (L2ARC) under "cache": counters, then size, use and hits.
+    if !cache.is_empty() {
+        rows.push((
+            "cache".to_string(),
+            serde_json::json!({"state": "", "read": "", "write": "", "cksum": ""}),
+        ));
+        for d in &cache {
+            collect_rows(d, 1, &mut rows);
+        }
+    }
     let w = rows
         .iter()
         .map(|(n, _)| n.chars().count())
@@ -194,12 +206,23 @@ fn render_one(p: &Value) -> String {
             continue;
         }
         o.push_str(&format!(
-            "\t{name:<w$}  {:<sw$} {:>5} {:>5} {:>5}\n",
+            "\t{name:<w$}  {:<sw$} {:>5} {:>5} {:>5}",
             s(d, "state"),
             u(d, "read"),
             u(d, "write"),
             u(d, "cksum")
         ));
+        let c = &d["cache"];
+        if c.is_object() {
+            o.push_str(&format!(
+                "  size {} used {} hits {} misses {}",
+                format_size(u(c, "size")),
+                format_size(u(c, "used")),
+                u(c, "hits"),
+                u(c, "misses")
+            ));
+        }
+        o.push('\n');
     }
     o.push('\n');
     let errs = u(&p["scrub"], "unrecoverable");

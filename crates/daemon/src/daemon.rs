@@ -174,6 +174,13 @@ pub const OPS: &[(&str, &[&str])] = &[
 
 const ANALYTICS_ARGS: &[&str] = &["stat", "by", "filters", "last", "from", "to", "top"];
 
+/// The devices of a create or add: vdev groups, spares, cache devices.
+struct VdevWords {
+    specs: Vec<VdevSpec>,
+    spares: Vec<PathBuf>,
+    cache: Vec<PathBuf>,
+}
+
 /// Vdev type words accepted in a vdev specification (besides device paths).
 const VDEV_TYPES: &[&str] = &[
     "mirror", "raidz", "raidz1", "raidz2", "log", "cache", "spare",
@@ -550,9 +557,10 @@ impl Daemon {
         Ok(())
     }
 
-    /// The vdev words of create and add: vdev groups, and hot spares (`spare
-    /// PATH...`), none of them in use by any pool.
-    fn parse_vdevs(&self, a: &Args) -> Result<(Vec<VdevSpec>, Vec<PathBuf>), String> {
+    /// The vdev words of create and add: vdev groups, hot spares (`spare
+    /// PATH...`) and cache devices (`cache PATH...`), none of them in use by
+    /// any pool.
+    fn parse_vdevs(&self, a: &Args) -> Result<VdevWords, String> {
         let words = a.str_list("vdevs")?;
         if words.is_empty() {
             return Err("no devices given".into());
@@ -566,10 +574,13 @@ impl Daemon {
             }
         }
         let (rest, spares) = cachalot_pool::split_spares(&words);
-        if spares.is_empty() && words.iter().any(|w| w == "spare") {
-            return Err("'spare' must be followed by devices".into());
+        let (rest, cache) = cachalot_pool::split_section(&rest, "cache");
+        for (taken, word) in [(&spares, "spare"), (&cache, "cache")] {
+            if taken.is_empty() && words.iter().any(|w| w == word) {
+                return Err(format!("'{word}' must be followed by devices"));
+            }
         }
-        let specs = if rest.is_empty() && !spares.is_empty() {
+        let specs = if rest.is_empty() && !(spares.is_empty() && cache.is_empty()) {
             vec![]
         } else {
             parse_vdev_spec(&rest).map_err(|e| e.to_string())?
@@ -577,7 +588,7 @@ impl Daemon {
         let mut all = specs.clone();
         all.push(VdevSpec {
             kind: cachalot_pool::VdevKind::Disk,
-            paths: spares.clone(),
+            paths: spares.iter().chain(&cache).cloned().collect(),
             log: false,
         });
         self.check_devices_free(&all)?;
@@ -587,7 +598,24 @@ impl Daemon {
                 return Err(format!("{}: device given more than once", p.display()));
             }
         }
-        Ok((specs, spares))
+        Ok(VdevWords {
+            specs,
+            spares,
+            cache,
+        })
+    }
+
+    /// Add the spares and cache devices of `w` to the pool of `store`.
+    fn add_extra_devices(store: &Store, w: &VdevWords, copts: &CreateOpts) -> OpResult {
+        if !w.spares.is_empty() {
+            store
+                .change_devices(|p, next| p.add_spares(&w.spares, copts, next))
+                .map_err(se)?;
+        }
+        if !w.cache.is_empty() {
+            store.add_cache(&w.cache, copts).map_err(se)?;
+        }
+        Ok(json!({}))
     }
 
     // ---- pools ----
@@ -609,17 +637,16 @@ impl Daemon {
         if self.pools.read().contains_key(&name) {
             return Err(format!("pool '{name}' already exists"));
         }
-        let (specs, spares) = self.parse_vdevs(a)?;
-        if specs.is_empty() {
-            return Err("no vdevs given: spares alone make no pool".into());
+        let w = self.parse_vdevs(a)?;
+        if w.specs.is_empty() {
+            return Err("no vdevs given: spares or cache devices alone make no pool".into());
         }
-        let store = Store::create(&name, &specs, &copts, &props, self.store_opts()).map_err(se)?;
-        if !spares.is_empty() {
-            if let Err(e) = store.change_devices(|p, next| p.add_spares(&spares, &copts, next)) {
-                // Refused spares: no pool either.
-                let _ = store.destroy_pool();
-                return Err(se(e));
-            }
+        let store =
+            Store::create(&name, &w.specs, &copts, &props, self.store_opts()).map_err(se)?;
+        if let Err(e) = Self::add_extra_devices(&store, &w, &copts) {
+            // Refused spares or cache devices: no pool either.
+            let _ = store.destroy_pool();
+            return Err(e);
         }
         let record = PoolRecord {
             name: name.clone(),
@@ -875,16 +902,12 @@ impl Daemon {
         let name = a.str("name")?;
         let _g = self.admin.lock();
         let store = self.store(&name)?;
-        let (specs, spares) = self.parse_vdevs(a)?;
+        let w = self.parse_vdevs(a)?;
         let copts = Self::joining_device_opts(&store, a)?;
-        if !specs.is_empty() {
-            store.add_vdevs(&specs, &copts).map_err(se)?;
+        if !w.specs.is_empty() {
+            store.add_vdevs(&w.specs, &copts).map_err(se)?;
         }
-        if !spares.is_empty() {
-            store
-                .change_devices(|p, next| p.add_spares(&spares, &copts, next))
-                .map_err(se)?;
-        }
+        Self::add_extra_devices(&store, &w, &copts)?;
         if let Some(slot) = self.pools.write().get_mut(&name) {
             slot.record.devices = store.pool().device_paths();
         }

@@ -5,6 +5,7 @@
 //! key names. Keys include the birth txg, and freed space is reused only in a later
 //! txg, so a key can never name two different contents.
 
+use crate::l2arc::{FeedQueue, L2Arc};
 use cachalot_arc::{Class, Demand, Kind};
 use cachalot_pool::{BlkPtr, Pool};
 use std::sync::Arc;
@@ -27,21 +28,59 @@ impl BlockKey {
     }
 }
 
-/// The pool plus its ARC.
+/// Bytes of one L2ARC batch (one sequential write on a cache device).
+const L2_BATCH_BYTES: u64 = 4 << 20;
+
+/// The pool plus its ARC, and the L2ARC on the pool's cache devices.
 pub struct BlockCache {
     pub pool: Arc<Pool>,
     pub arc: cachalot_arc::Arc<BlockKey>,
+    /// One L2ARC per cache device that was usable when attached.
+    l2: parking_lot::RwLock<Vec<Arc<L2Arc>>>,
+    /// What the ARC evicts, for the L2ARC's feeders.
+    feed: Arc<FeedQueue>,
     accesses: cachalot_analytics::Stat,
 }
 
 impl BlockCache {
     pub fn new(pool: Arc<Pool>, arc_max: u64) -> Self {
+        let arc = cachalot_arc::Arc::new(arc_max);
+        let feed = Arc::new(FeedQueue::new(L2_BATCH_BYTES));
+        let f = feed.clone();
+        arc.set_evict_hook(Box::new(move |k, v| f.push(k, v)));
         BlockCache {
             pool,
-            arc: cachalot_arc::Arc::new(arc_max),
+            arc,
+            l2: Default::default(),
+            feed,
             accesses: cachalot_analytics::global()
-                .stat("arc.accesses", &["result", "kind", "demand"]),
+                .stat("arc.accesses", &["result", "kind", "demand", "level"]),
         }
+    }
+
+    /// Start the L2ARC on every cache device of the pool not yet served, its
+    /// index rebuilt from what the device holds (after import or `pool add`).
+    pub fn attach_l2(&self) {
+        let max_birth = self.pool.uberblock().txg;
+        let mut l2 = self.l2.write();
+        for dev in self.pool.cache_devices() {
+            if dev.usable() && !l2.iter().any(|x| x.device().guid == dev.guid) {
+                l2.push(L2Arc::open(dev, self.pool.guid(), max_birth, &self.feed));
+            }
+        }
+    }
+
+    /// The L2ARCs (one per attached cache device).
+    pub fn l2(&self) -> Vec<Arc<L2Arc>> {
+        self.l2.read().clone()
+    }
+
+    /// A block from the L2ARC, if a cache device holds it whole and verified.
+    fn read_l2(&self, key: &BlockKey, lsize: usize) -> Option<Arc<[u8]>> {
+        let l2 = self.l2.read();
+        l2.iter()
+            .filter_map(|x| x.get(key))
+            .find(|v| v.len() == lsize)
     }
 
     /// Read a block's logical bytes, from the ARC when cached. `cache_data` false
@@ -63,13 +102,21 @@ impl BlockCache {
             Class::Data => "data",
             Class::Metadata => "metadata",
         };
+        // `level` is where the block came from: hits in the ARC or the L2ARC,
+        // misses from the pool's devices.
         if let Some(v) = self.arc.get(&key, kind) {
             self.accesses
-                .add(&["hit", kind_name, "demand"], 1, v.len() as u64);
+                .add(&["hit", kind_name, "demand", "arc"], 1, v.len() as u64);
+            return Ok(v);
+        }
+        if let Some(v) = self.read_l2(&key, bp.lsize as usize) {
+            self.accesses
+                .add(&["hit", kind_name, "demand", "l2arc"], 1, v.len() as u64);
+            self.arc.insert(key, v.clone(), kind);
             return Ok(v);
         }
         self.accesses
-            .add(&["miss", kind_name, "demand"], 1, bp.lsize as u64);
+            .add(&["miss", kind_name, "demand", "pool"], 1, bp.lsize as u64);
         let data: Arc<[u8]> = self.pool.read_block(bp)?.into();
         if cache_data || kind.class == Class::Metadata {
             self.arc.insert(key, data.clone(), kind);
@@ -94,7 +141,11 @@ impl BlockCache {
     /// Forget a freed block.
     pub fn forget(&self, bp: &BlkPtr) {
         if !bp.is_hole() {
-            self.arc.remove(&BlockKey::of(bp));
+            let key = BlockKey::of(bp);
+            self.arc.remove(&key);
+            for l2 in self.l2.read().iter() {
+                l2.remove(&key);
+            }
         }
     }
 }

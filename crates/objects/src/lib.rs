@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod dnode;
+pub mod l2arc;
 pub mod objset;
 pub mod zil;
 

@@ -198,6 +198,7 @@ impl Pool {
         let cfg = self.config.read().clone();
         self.write_label_headers(&cfg)?;
         self.refresh_spare_labels(&cfg);
+        self.refresh_cache_labels(&cfg);
         Ok(())
     }
 
@@ -231,8 +232,9 @@ impl Pool {
                 }
             }
         }
-        // Spares too, so they can serve another pool without -f (best effort).
-        for p in self.spare_paths() {
+        // Spares and cache devices too, so they can serve another pool without
+        // -f (best effort).
+        for p in self.spare_paths().into_iter().chain(self.cache_paths()) {
             if let Ok(d) = crate::device::FileDevice::open(&p) {
                 for off in label_offsets(d.size()) {
                     let _ = d.write_at(&zeros, off);

@@ -170,6 +170,7 @@ impl Pool {
                 "{p} was removed: no more I/O goes to it (replace it)"
             ));
         }
+        out.extend(self.probe_removed_cache());
         out
     }
 

@@ -171,6 +171,7 @@ impl Pool {
             vdevs: vec![],
             resilver_from: None,
             spares: vec![],
+            cache: vec![],
         };
         let mut tops = Vec::new();
         for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
@@ -245,6 +246,7 @@ impl Pool {
             notices: Mutex::new(Vec::new()),
             env: crate::env::Env::current(),
             readers: Mutex::new(Default::default()),
+            cache: RwLock::new(Vec::new()),
         }
     }
 
@@ -429,7 +431,9 @@ impl Pool {
                 config.name
             )));
         }
+        let cache = crate::cache_vdev::open_cache(&config, &devs, &mut notices);
         let pool = Pool::assemble(config, tops, SpaceState::new(std::iter::empty()), ubs[0]);
+        *pool.cache.write() = cache;
         pool.notices.lock().extend(notices);
         let mut last_err = None;
         // Newest valid uberblock whose root and space maps read back with good checksums.

@@ -99,6 +99,10 @@ pub struct PoolConfig {
     /// Hot spares not in use (see `spares`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spares: Vec<LeafConfig>,
+    /// Cache devices (L2ARC, see `cache_vdev`): outside the data vdevs and the
+    /// guid sum, so a missing one never stops an import.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache: Vec<LeafConfig>,
 }
 
 /// A position in a resilver's scan, which visits blocks in the order of their
@@ -249,6 +253,7 @@ mod tests {
                     offset: 1 << 20,
                 }),
                 spares: vec![],
+                cache: vec![],
             },
             leaf_guid: 8,
             top_id: 0,

@@ -12,6 +12,7 @@
 mod allocator;
 pub mod blkptr;
 mod blockio;
+pub mod cache_vdev;
 mod commit;
 pub mod compress;
 pub mod device;
@@ -36,6 +37,7 @@ pub mod vdev;
 mod vdev_spec;
 
 pub use blkptr::{BlkPtr, BlockType, Dva};
+pub use cache_vdev::{CacheInfo, CacheVdev};
 pub use commit::{read_label, verify_after_commit};
 pub use compress::Compression;
 pub use device::{BlockDevice, FileDevice, Power, SimDevice};
@@ -47,4 +49,4 @@ pub use pool::{
     WriteOpts,
 };
 pub use readhold::ReadHold;
-pub use spares::split_spares;
+pub use spares::{split_section, split_spares};

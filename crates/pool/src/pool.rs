@@ -54,6 +54,9 @@ pub struct DeviceStatus {
     /// A hot spare not in use (shown under "spares").
     #[serde(default)]
     pub spare: bool,
+    /// A cache device (shown under "cache"): its size, use and hits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache_vdev::CacheInfo>,
 }
 
 /// The pool.
@@ -74,6 +77,8 @@ pub struct Pool {
     pub(crate) env: crate::env::Env,
     /// Live read holds: count by the txg each holds (`readhold`).
     pub(crate) readers: Mutex<std::collections::BTreeMap<u64, usize>>,
+    /// Cache devices of the L2ARC (`cache_vdev`).
+    pub(crate) cache: RwLock<Vec<Arc<crate::cache_vdev::CacheVdev>>>,
 }
 
 /// A fresh identity (pools, vdevs, intent-log chains, snapshots): never 0. From
@@ -145,7 +150,7 @@ impl Pool {
         self.suspended.lock().clone()
     }
 
-    /// Paths of all leaf devices and spares.
+    /// Paths of all leaf devices, spares and cache devices.
     pub fn device_paths(&self) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = self
             .vdevs
@@ -154,6 +159,7 @@ impl Pool {
             .flat_map(|t| t.leaves.iter().map(|l| l.path.clone()))
             .collect();
         v.extend(self.spare_paths());
+        v.extend(self.cache_paths());
         v
     }
 
@@ -304,6 +310,7 @@ impl Pool {
             children: vec![],
             log: false,
             spare: false,
+            cache: None,
         };
         self.vdevs
             .read()
@@ -333,6 +340,7 @@ impl Pool {
                         children,
                         log: t.log,
                         spare: false,
+                        cache: None,
                     }
                 }
             })
@@ -346,7 +354,9 @@ impl Pool {
                 children: vec![],
                 log: false,
                 spare: true,
+                cache: None,
             }))
+            .chain(self.cache.read().iter().map(|c| c.status()))
             .collect()
     }
 

@@ -25,25 +25,31 @@ use std::sync::Arc;
 /// Words of a vdev specification: `spare PATH...` taken out (until the next
 /// keyword), the rest left for `parse_vdev_spec`.
 pub fn split_spares(words: &[String]) -> (Vec<String>, Vec<PathBuf>) {
+    split_section(words, "spare")
+}
+
+/// Words of a vdev specification: the devices after `keyword` (`spare`,
+/// `cache`) taken out (until the next keyword), the rest left as they were.
+pub fn split_section(words: &[String], keyword: &str) -> (Vec<String>, Vec<PathBuf>) {
     const KEYWORDS: &[&str] = &[
         "mirror", "raidz", "raidz1", "raidz2", "log", "cache", "spare", "special", "dedup",
     ];
     let mut rest = Vec::new();
-    let mut spares = Vec::new();
-    let mut in_spares = false;
+    let mut taken = Vec::new();
+    let mut in_section = false;
     for w in words {
-        if w == "spare" {
-            in_spares = true;
+        if w == keyword {
+            in_section = true;
         } else if KEYWORDS.contains(&w.as_str()) {
-            in_spares = false;
+            in_section = false;
             rest.push(w.clone());
-        } else if in_spares {
-            spares.push(PathBuf::from(w));
+        } else if in_section {
+            taken.push(PathBuf::from(w));
         } else {
             rest.push(w.clone());
         }
     }
-    (rest, spares)
+    (rest, taken)
 }
 
 impl Pool {
@@ -63,6 +69,30 @@ impl Pool {
         if paths.is_empty() {
             return Err(PoolError::InvalidSpec("'spare' needs devices".into()));
         }
+        let new = self.open_extra_devices(paths, opts)?;
+        let mut cfg = self.config.read().clone();
+        cfg.config_txg = next_txg;
+        cfg.spares.extend(new.iter().map(|(l, _)| l.clone()));
+        for (l, dev) in &new {
+            let h = LabelHeader {
+                config: cfg.clone(),
+                leaf_guid: l.guid,
+                top_id: SPARE_TOP_ID,
+            };
+            write_labels(dev.as_ref(), &h, true)?;
+        }
+        *self.config.write() = cfg;
+        self.rewrite_label_headers()
+    }
+
+    /// Open (or create) spares or cache devices to add, each checked: not in
+    /// this pool, big enough, no other pool's label unless forced. On failure,
+    /// files it created are removed and nothing is written.
+    pub(crate) fn open_extra_devices(
+        &self,
+        paths: &[PathBuf],
+        opts: &CreateOpts,
+    ) -> Result<Vec<(LeafConfig, Arc<dyn BlockDevice>)>> {
         let used = self.device_paths();
         let mut created = Vec::new();
         let mut new: Vec<(LeafConfig, Arc<dyn BlockDevice>)> = Vec::new();
@@ -118,19 +148,7 @@ impl Pool {
             };
             new.push((leaf, dev));
         }
-        let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
-        cfg.spares.extend(new.iter().map(|(l, _)| l.clone()));
-        for (l, dev) in &new {
-            let h = LabelHeader {
-                config: cfg.clone(),
-                leaf_guid: l.guid,
-                top_id: SPARE_TOP_ID,
-            };
-            write_labels(dev.as_ref(), &h, true)?;
-        }
-        *self.config.write() = cfg;
-        self.rewrite_label_headers()
+        Ok(new)
     }
 
     /// Is `path` (canonical) one of this pool's spares?
@@ -224,5 +242,8 @@ mod tests {
         let (rest, spares) = split_spares(&w("a b"));
         assert_eq!(rest, w("a b"));
         assert!(spares.is_empty());
+        let (rest, cache) = split_section(&w("a b cache c0 c1 spare s"), "cache");
+        assert_eq!(rest, w("a b spare s"));
+        assert_eq!(cache, vec![PathBuf::from("c0"), PathBuf::from("c1")]);
     }
 }

@@ -268,3 +268,51 @@ fn an_available_spare_is_removed_an_active_one_refused() {
     let err = pool.remove_spare(&name(dir.path(), "s2"), 6).unwrap_err();
     assert!(err.to_string().contains("in use"), "{err}");
 }
+
+/// Cache devices: labelled, listed under "cache", found again at import; a
+/// missing one is UNAVAIL with a notice and the pool imports ONLINE; a path in
+/// use, or another pool's device, is refused with nothing written.
+#[test]
+fn cache_devices_are_found_at_import_and_may_go_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = create(dir.path(), "a");
+    let c0 = dir.path().join("c0");
+    pool.add_cache(std::slice::from_ref(&c0), &opts(), 3)
+        .unwrap();
+    assert!(pool.add_cache(&[dir.path().join("a")], &opts(), 3).is_err());
+    assert!(pool
+        .add_cache(std::slice::from_ref(&c0), &opts(), 3)
+        .is_err());
+    let row = pool.device_status().into_iter().find(|d| d.cache.is_some());
+    let row = row.expect("a cache row");
+    assert_eq!(row.state, "ONLINE");
+    assert!(row.cache.unwrap().size > (DEV_SIZE / 2));
+    let blocks = write_blocks(&pool);
+    drop(pool);
+
+    let pool = reopen(dir.path());
+    let cache = pool.cache_devices();
+    assert_eq!(cache.len(), 1);
+    assert!(cache[0].usable());
+    assert!(pool
+        .device_paths()
+        .contains(&std::fs::canonicalize(&c0).unwrap()));
+    // The ring lies between the labels: writing it leaves the labels alone.
+    let (start, end) = cache[0].ring();
+    cache[0].write_at(&vec![0xAB; 1 << 20], start).unwrap();
+    cache[0]
+        .write_at(&vec![0xAB; 1 << 20], end - (1 << 20))
+        .unwrap();
+    drop((cache, pool));
+
+    let pool = reopen(dir.path());
+    assert_eq!(state(&pool, "c0"), "ONLINE");
+    drop(pool);
+    std::fs::remove_file(&c0).unwrap();
+    let pool = reopen(dir.path());
+    assert_eq!(state(&pool, "c0"), "UNAVAIL");
+    assert_eq!(pool.health(), "ONLINE");
+    assert!(pool.notices().iter().any(|n| n.contains("cache device")));
+    assert!(!pool.cache_devices()[0].usable());
+    scan(&pool, &blocks);
+}

@@ -7,7 +7,8 @@
 
 use super::Store;
 use crate::error::Result;
-use cachalot_pool::Pool;
+use cachalot_pool::{CreateOpts, Pool};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,13 @@ impl Store {
             self.scrub_start()?;
         }
         Ok(r?)
+    }
+
+    /// Add cache devices (`cache PATH...`); the L2ARC starts using them.
+    pub fn add_cache(&self, paths: &[PathBuf], opts: &CreateOpts) -> Result<()> {
+        self.change_devices(|p, next| p.add_cache(paths, opts, next))?;
+        self.cache.attach_l2();
+        Ok(())
     }
 }
 

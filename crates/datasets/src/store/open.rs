@@ -148,6 +148,8 @@ impl Store {
         let mos = ObjectSet::open(cache.clone(), mos_props(), &ub.mos, ub.txg + 1)?;
         let catalog = read_catalog(&mos)?;
         let store = Store::assemble_with(pool, cache, mos, catalog, ub.txg + 1, opts)?;
+        // The L2ARC comes back with what its cache devices hold (persistent).
+        store.cache.attach_l2();
         store.replay_logs(ub.txg)?;
         store.clean_interrupted_receives()?;
         store.start_thread();

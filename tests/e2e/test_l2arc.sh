@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# timeout: 240
+# The L2ARC on a cache device (`cache PATH` in create and add), with an 8 MiB ARC
+# and a 48 MiB working set: reading it twice is served by the cache device (hits
+# in `pool status` and in arc.accesses by level); after a daemon restart the
+# hits go on at once (persistent L2ARC: the index is rebuilt from the device);
+# the cache file overwritten with noise: every read still returns the right
+# bytes, the checksum errors are counted on the cache device; the cache file
+# deleted: the pool stays ONLINE, the device UNAVAIL with a notice, also after
+# a restart. And the refusals: `cache` with no device, a cache device in use.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+TMP=$(mktmp)
+C=$CACHALOT
+LEN=$((16 * 1024 * 1024))
+DAEMON_ARGS=(--arc-max 8M)
+
+# field N of the cache device's row (name state read write cksum size S used U
+# hits H misses M).
+c0_col() { status_col "$("$C" pool status tank)" c0 "$1"; }
+c0_hits() { c0_col 11; }
+
+read_all() {
+    local i
+    for i in 0 1 2; do
+        assert_ok "$C" debug read tank/d "${OBJ[i]}" --seed $((40 + i)) --len "$LEN" >/dev/null
+    done
+}
+
+start_daemon
+
+note "bad input: 'cache' needs devices; nothing is created"
+assert_fails "$C" pool create -s 128M tank "$TMP/d0" cache
+assert_contains "$LAST_STDERR" "'cache' must be followed by devices"
+[[ ! -e $TMP/d0 ]] || fail "a refused create made $TMP/d0"
+
+note "pool create tank d0 cache c0"
+assert_ok "$C" pool create -s 128M tank "$TMP/d0" cache "$TMP/c0"
+st=$(assert_ok "$C" pool status tank)
+echo "$st" >&2
+assert_contains "$st" $'\tcache\n' "a cache section"
+assert_eq "$(c0_col 2)" ONLINE "c0 state"
+assert_eq "$(c0_col 6)" size "c0 row shows its size"
+
+note "a cache device in use is refused for another pool"
+assert_fails "$C" pool create -s 64M other "$TMP/e0" cache "$TMP/c0"
+assert_contains "$LAST_STDERR" "in use by pool 'tank'"
+
+note "48 MiB written (the ARC holds 8), then read twice"
+assert_ok "$C" create -o compression=off tank/d
+OBJ=()
+for i in 0 1 2; do
+    OBJ+=("$(assert_ok "$C" debug create tank/d)")
+    assert_ok "$C" debug write tank/d "${OBJ[i]}" --seed $((40 + i)) --len "$LEN"
+done
+assert_ok "$C" debug fsync tank/d
+T0=$(date +%s)
+read_all
+read_all
+h=$(c0_hits)
+note "cache device hits after two reads: $h"
+((h > 200)) || fail "the cache device served $h reads of 2 x 384 records"
+out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T0" -H -p)
+echo "$out" >&2
+l2=$(awk '$1 == "l2arc" { print $2 }' <<<"$out")
+[[ -n $l2 ]] || fail "no level=l2arc in arc.accesses: $out"
+addr=$(cat "$HOME_DIR/http.addr")
+metrics=$(curl -sf "http://$addr/metrics")
+assert_contains "$metrics" 'level="l2arc"' "/metrics has the level dimension"
+
+note "restart: the index comes back from the device, hits at once"
+stop_daemon
+start_daemon
+assert_eq "$(c0_hits)" 0 "counters start at 0"
+read_all
+h=$(c0_hits)
+note "cache device hits after the restart, one read: $h"
+((h > 200)) || fail "after a restart the cache device served only $h reads"
+assert_eq "$(c0_col 5)" 0 "no checksum errors yet"
+
+note "noise over the cache device's ring: reads right, errors counted"
+dd if=/dev/urandom of="$TMP/c0" bs=1M seek=1 count=120 conv=notrunc status=none
+read_all
+errs=$(c0_col 5)
+note "cache device checksum errors: $errs"
+((errs > 100)) || fail "only $errs checksum errors on a cache device full of noise"
+st=$(assert_ok "$C" pool status tank)
+assert_contains "$st" "state: ONLINE" "pool ONLINE"
+
+note "the cache file deleted: ONLINE, c0 UNAVAIL with a notice"
+rm "$TMP/c0"
+for ((i = 0; i < 50; i++)); do
+    [[ $(c0_col 2) == UNAVAIL ]] && break
+    sleep 0.2
+done
+st=$(assert_ok "$C" pool status tank)
+echo "$st" >&2
+assert_eq "$(c0_col 2)" UNAVAIL "c0 state after rm"
+assert_contains "$st" "state: ONLINE" "pool ONLINE without its cache"
+assert_contains "$st" "cache device $TMP/c0 was removed" "a notice"
+read_all
+
+note "restart without the cache file: imported ONLINE, c0 UNAVAIL"
+stop_daemon
+start_daemon
+st=$(assert_ok "$C" pool status tank)
+echo "$st" >&2
+assert_contains "$st" "state: ONLINE" "pool ONLINE after a restart"
+assert_eq "$(c0_col 2)" UNAVAIL "c0 state after the restart"
+assert_contains "$st" "cache device $TMP/c0 is missing" "a notice"
+read_all
+
+note "pool add tank cache c1"
+assert_ok "$C" pool add -s 64M tank cache "$TMP/c1"
+st=$(assert_ok "$C" pool status tank)
+assert_eq "$(status_col "$st" c1 2)" ONLINE "c1 state"
+read_all
+read_all
+h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
+((h > 0)) || fail "an added cache device served no reads"
+stop_daemon
