@@ -4,7 +4,9 @@
 
 pub mod cache;
 pub mod dnode;
+pub mod io;
 pub mod objset;
+pub mod readahead;
 pub mod zil;
 
 pub use cache::{BlockCache, BlockKey};
