@@ -327,4 +327,73 @@ mod tests {
         let s = os.cache().arc.stats();
         assert_eq!(s.miss(Kind::DATA), 41, "each record read once");
     }
+
+    /// Cold 1 MiB sequential reads of a 128 MiB object on a file, 128K and 16K
+    /// records, through `read` against the one-record-at-a-time path it replaced
+    /// (the same walk and ARC read per record, serially). A measurement, not a check:
+    /// `cargo test --profile ci -p cachalot-objects cold_sequential -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn cold_sequential_read_throughput() {
+        cold_sequential(128 * 1024);
+        cold_sequential(16 * 1024);
+    }
+
+    fn cold_sequential(recordsize: u64) {
+        use cachalot_pool::{Compression, FileDevice};
+        const MIB: u64 = 1 << 20;
+        const TOTAL: u64 = 128 * MIB;
+        let dir = std::env::temp_dir().join(format!("cachalot-ra-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create_sparse(&dir.join("d0"), 512 * MIB).unwrap());
+        let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
+        let props = ObjsetProps {
+            compression: Compression::Off,
+            recordsize: recordsize as u32,
+            ..ObjsetProps::default()
+        };
+        let os = ObjectSet::create(Arc::new(BlockCache::new(pool.clone(), 1 << 30)), props, 1);
+        let id = os.create_object(19).unwrap();
+        for m in 0..TOTAL / MIB {
+            let chunk: Vec<u8> = (0..MIB / BS).flat_map(|r| record(m * 64 + r)).collect();
+            os.write(id, m * MIB, &chunk).unwrap();
+        }
+        let root = os.sync(1, &mut |_| {}).unwrap();
+        pool.commit(1, root).unwrap();
+        let cold = || {
+            let cache = Arc::new(BlockCache::new(pool.clone(), 1 << 30));
+            ObjectSet::open(cache, props, &root, 2).unwrap()
+        };
+        for round in 0..3 {
+            let os = cold();
+            let t = std::time::Instant::now();
+            for m in 0..TOTAL / MIB {
+                let mut out = Vec::with_capacity(MIB as usize);
+                let per = MIB / recordsize;
+                for r in m * per..(m + 1) * per {
+                    let bp = os.block_pointer(id, r).unwrap();
+                    out.extend_from_slice(&os.cache().read(&bp, true).unwrap());
+                }
+                assert_eq!(out.len() as u64, MIB);
+            }
+            let serial = TOTAL as f64 / MIB as f64 / t.elapsed().as_secs_f64();
+            let os = cold();
+            let t = std::time::Instant::now();
+            for m in 0..TOTAL / MIB {
+                assert_eq!(
+                    os.read(id, m * MIB, MIB as usize).unwrap().len() as u64,
+                    MIB
+                );
+            }
+            let ours = TOTAL as f64 / MIB as f64 / t.elapsed().as_secs_f64();
+            println!(
+                "{}K records, round {round}: serial {serial:.0} MiB/s, \
+                 read with read-ahead {ours:.0} MiB/s ({:.2}x)",
+                recordsize / 1024,
+                ours / serial
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
