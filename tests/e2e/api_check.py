@@ -1,74 +1,19 @@
 """Every /api/v1 route against a running daemon, each step checked through the CLI
 (tests/e2e/test_api.sh). Usage: api_check.py ADDR TOKEN CACHALOT WORKDIR ARTIFACTS"""
-import json
+import os
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
-ADDR, TOKEN, CLI, WORK, ARTIFACTS = sys.argv[1:6]
-BASE = f"http://{ADDR}/api/v1"
-
-
-def q(name):
-    """A name as one path segment ('/' and '@' encoded)."""
-    return urllib.parse.quote(name, safe="")
-
-
-def api(method, path, body=None, token=TOKEN, raw=None):
-    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def ok(method, path, body=None, status=200):
-    st, v = api(method, path, body)
-    assert st == status, f"{method} {path} {body}: {st} {v}"
-    return v
-
-
-def cli(*args):
-    return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
-
-
-def prop(name, p):
-    return cli("get", "-H", "-o", "value", p, name).strip()
-
-
-def state():
-    """What a refused request must not change."""
-    names = cli("list", "-H", "-t", "all", "-o", "name")
-    props = cli("get", "-H", "-o", "name,property,value,source",
-                "quota,recordsize,sharenfs,compression", *[n for n in names.split() if "@" not in n]) \
-        if names.strip() else ""
-    pools = [line.split("\t")[0] for line in cli("pool", "list", "-H").splitlines()]
-    return pools, names, props
-
-
-def refused(method, path, body=None, status=400, code="invalid_request", token=TOKEN, raw=None):
-    before = state()
-    st, v = api(method, path, body, token=token, raw=raw)
-    assert st == status and v["error"]["code"] == code, f"{method} {path} {body}: {st} {v}"
-    assert v["error"]["message"] and "\n" not in v["error"]["message"], v
-    assert state() == before, f"{method} {path} {body} changed something"
-    print(f"  ok, refused {st} {code}: {method} {path} -> {v['error']['message']}")
-    return v
+from api_lib import CLI, WORK, api, cli, events, ok, prop, q, refused  # tests/e2e/api_lib.py
 
 
 print("--- openapi: every route described")
 doc = ok("GET", "/openapi.json")
 for p in ["/api/v1/pools", "/api/v1/datasets", "/api/v1/snapshots/{name}/rollback",
           "/api/v1/shares/nfs/{name}", "/api/v1/jobs/{id}", "/api/v1/call",
-          "/api/v1/pools/{pool}/replace", "/api/v1/jobs/{id}/events"]:
+          "/api/v1/pools/{pool}/replace", "/api/v1/jobs/{id}/events",
+          "/api/v1/snapshots/{name}/send", "/api/v1/mysql/snapshots", "/api/v1/mysql/clones",
+          "/api/v1/mysql/restore", "/api/v1/mysql/advise"]:
     assert p in doc["paths"], p
 assert doc["components"]["securitySchemes"]["token"]["scheme"].lower() == "bearer"
 
@@ -198,22 +143,6 @@ refused("GET", "/jobs/x")
 refused("POST", "/pools/nosuch/scrub", status=404, code="not_found")
 
 print("--- resilver as a job (pool replace), streamed as server-sent events")
-
-
-def events(job_id):
-    """(event, data) pairs of GET /jobs/ID/events, read until the stream ends."""
-    out, kind = [], None
-    with urllib.request.urlopen(f"{BASE}/jobs/{job_id}/events", timeout=60) as r:
-        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
-        for line in r:
-            line = line.decode().rstrip("\n")
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                out.append((kind, json.loads(line[5:].strip())))
-    return out
-
-
 m = [f"{WORK}/m{i}.img" for i in range(3)]
 ok("POST", "/pools", {"name": "mir", "vdevs": ["mirror", m[0], m[1]], "size": "128M"})
 ok("POST", "/datasets", {"name": "mir/d"})
@@ -247,6 +176,46 @@ st, v = api("GET", "/jobs/424242/events")
 assert st == 404 and v["error"]["code"] == "not_found", (st, v)
 cli("debug", "read", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
 ok("DELETE", "/pools/mir")
+
+print("--- send as a job into a file, taken by `cachalot receive`")
+obj = cli("debug", "create", "tank/mysql/log").strip()
+cli("debug", "write", "tank/mysql/log", obj, "--seed", "9", "--len", str(4 << 20))
+ok("POST", "/snapshots", {"names": ["tank/mysql/log@tx1"]})
+cli("debug", "write", "tank/mysql/log", obj, "--seed", "10", "--len", str(1 << 20))
+ok("POST", "/snapshots", {"names": ["tank/mysql/log@tx2"]})
+full, incr = f"{WORK}/tx1.stream", f"{WORK}/tx1-tx2.stream"
+send = f"/snapshots/{q('tank/mysql/log@tx1')}/send"
+refused("POST", send, {"file": full}, 401, "unauthorized", token=None)
+refused("POST", send, {"file": "rel.stream"})
+refused("POST", send, {"file": full, "bogus": 1})
+refused("POST", send, {"file": 5})
+refused("POST", send, {"file": f"{WORK}/no/dir/x.stream"}, 404, "not_found")
+refused("POST", f"/snapshots/{q('tank/mysql/log@nope')}/send", {"file": full}, 404, "not_found")
+refused("POST", send, {"file": full, "from": "tx2"})
+assert not os.path.exists(full), "a refused send left a file"
+with open(f"{WORK}/taken", "w") as f:
+    f.write("keep me")
+refused("POST", send, {"file": f"{WORK}/taken"}, 409, "already_exists")
+assert open(f"{WORK}/taken").read() == "keep me", "a refused send overwrote a file"
+job = ok("POST", send, {"file": full}, status=202)
+assert job["kind"] == "send" and job["target"] == "tank/mysql/log@tx1", job
+evs = events(job["id"])
+kind, last = evs[-1]
+assert kind == "done" and last["progress"] == 1.0, evs[-1]
+assert last["detail"]["bytes"] == os.path.getsize(full) > 4 << 20, (last, os.path.getsize(full))
+assert oct(os.stat(full).st_mode & 0o777) == "0o600", oct(os.stat(full).st_mode)
+print(f"  full send: {len(evs)} events, {last['detail']['bytes']} bytes (estimated {last['detail']['estimated_bytes']})")
+job = ok("POST", f"/snapshots/{q('tank/mysql/log@tx2')}/send", {"file": incr, "from": "@tx1"}, status=202)
+assert events(job["id"])[-1][0] == "done"
+assert os.path.getsize(incr) < os.path.getsize(full), "an incremental stream holds only the change"
+for stream in (full, incr):
+    with open(stream, "rb") as f:
+        subprocess.run([CLI, "receive", "tank/rx"], stdin=f, check=True, capture_output=True)
+assert cli("list", "-H", "-t", "snapshot", "-o", "name", "tank/rx").split() == ["tank/rx@tx1", "tank/rx@tx2"]
+cli("debug", "read", "tank/rx", obj, "--seed", "10", "--len", str(1 << 20))
+ok("DELETE", f"/datasets/{q('tank/rx')}?recursive=true")
+for s in ("tx1", "tx2"):
+    ok("DELETE", f"/snapshots/{q('tank/mysql/log@' + s)}")
 
 print("--- iSCSI and NBD shares of a volume; share list with clients")
 for proto in ("iscsi", "nbd"):

@@ -7,7 +7,10 @@
 # changes nothing; changes without a token are 401, with a wrong or revoked one
 # 403, and change nothing; named tokens are created, listed and revoked with the
 # CLI and never appear in the daemon's log; scrub runs as a job polled to the end;
-# pool replace runs its resilver as a job streamed as server-sent events.
+# pool replace runs its resilver as a job streamed as server-sent events; a send
+# (full and incremental) runs as a job into a new file that `cachalot receive`
+# takes (a refused send leaves no file and never overwrites one). The MySQL
+# routes need MariaDB: test_api_mysql.sh.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

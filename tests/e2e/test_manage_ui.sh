@@ -38,27 +38,7 @@ import subprocess, sys, time
 
 port, addr, artifacts, profile, here, token, cli_bin, work = sys.argv[1:9]
 sys.path.insert(0, here)
-from webdriver import Browser  # tests/e2e/webdriver.py
-
-
-class UI(Browser):
-    def el(self, css):
-        e = self.s("POST", "/element", {"using": "css selector", "value": css})
-        return list(e.values())[0]
-
-    def type(self, css, text):
-        """Clear a field and type into it (real key events)."""
-        e = self.el(css)
-        self.s("POST", f"/element/{e}/clear", {})
-        self.s("POST", f"/element/{e}/value", {"text": text})
-
-    def done(self, what, cli_prefix):
-        """Wait for the action's report; it must name its CLI equivalent."""
-        msg = self.wait(what, "const m = document.getElementById('m-msg'); "
-                        "return !m.hidden && m.textContent.length > 0 && document.getElementById('m-confirm').hidden ? m.textContent : null")
-        assert msg.startswith("Done. CLI: " + cli_prefix), f"{what}: {msg}"
-        self.js("document.getElementById('m-msg').hidden = true")
-        print(f"  {what}: {msg}")
+from webdriver import ManagePage  # tests/e2e/webdriver.py
 
 
 def cli(*args):
@@ -69,7 +49,7 @@ def prop(name, p):
     return cli("get", "-H", "-o", "value", p, name).strip()
 
 
-b = UI(port, artifacts, profile)
+b = ManagePage(port, artifacts, profile)
 clicks = 0
 
 

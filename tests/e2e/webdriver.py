@@ -4,6 +4,9 @@ Python's standard library, for the web UI tests (tests/e2e/test_*analytics_ui.sh
     from webdriver import Browser
     b = Browser(driver_port, artifacts_dir, profile_dir)
     b.open(url); b.wait("what", "return <js>"); b.shot("name"); b.close()
+
+ManagePage adds typing into fields and waiting for an action's report on the
+managing page (#/manage, tests/e2e/test_manage_ui*.sh).
 """
 import base64
 import json
@@ -69,3 +72,24 @@ class Browser:
 
     def close(self):
         self.s("DELETE", "")
+
+
+class ManagePage(Browser):
+    def el(self, css):
+        e = self.s("POST", "/element", {"using": "css selector", "value": css})
+        return list(e.values())[0]
+
+    def type(self, css, text):
+        """Clear a field and type into it (real key events)."""
+        e = self.el(css)
+        self.s("POST", f"/element/{e}/clear", {})
+        self.s("POST", f"/element/{e}/value", {"text": text})
+
+    def done(self, what, cli_prefix, timeout=30):
+        """Wait for the action's report; it must name its CLI equivalent."""
+        msg = self.wait(what, "const m = document.getElementById('m-msg'); "
+                        "return !m.hidden && m.textContent.length > 0 && document.getElementById('m-confirm').hidden ? m.textContent : null",
+                        timeout)
+        assert msg.startswith("Done. CLI: " + cli_prefix), f"{what}: {msg}"
+        self.js("document.getElementById('m-msg').hidden = true")
+        print(f"  {what}: {msg}")

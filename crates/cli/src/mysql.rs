@@ -9,12 +9,11 @@
 //! `$CACHALOT_SOCKET` or `$CACHALOT_HOME`.
 
 use crate::commands::{absolute, CmdResult};
+use crate::table::Table;
+use cachalot_api_types::mysql::{MysqlAdvise, MysqlClone, MysqlList, MysqlRestore, MysqlSnapshot};
 use cachalot_daemon::client::default_socket;
-use cachalot_mysql::advice::{self, Kind};
-use cachalot_mysql::clone::CloneRequest;
+use cachalot_mysql::advice::Kind;
 use cachalot_mysql::daemon::Daemon;
-use cachalot_mysql::server::Credentials;
-use cachalot_mysql::snapshot::SnapshotRequest;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,6 +28,8 @@ pub enum MysqlCmd {
     Restore(RestoreArgs),
     /// my.cnf and dataset advice for a server on cachalot datasets
     Advise(AdviseArgs),
+    /// The snapshot sets taken by 'cachalot mysql snapshot' (one line per set)
+    List(ListArgs),
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +115,18 @@ pub struct RestoreArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Scripted: no header, tab-separated
+    #[arg(short = 'H')]
+    pub scripted: bool,
+    /// The cachalot daemon's socket (default: $CACHALOT_SOCKET, else $CACHALOT_HOME/cachalot.sock)
+    #[arg(long, value_name = "PATH")]
+    pub daemon_socket: Option<PathBuf>,
+    /// Only the sets of this pool
+    pub pool: Option<String>,
+}
+
+#[derive(Args, Debug)]
 pub struct AdviseArgs {
     /// The MySQL server's unix socket
     #[arg(long = "socket", id = "socket", value_name = "SOCK", required = true)]
@@ -163,12 +176,17 @@ fn mysql_socket(s: &Option<PathBuf>) -> Result<PathBuf, String> {
     }
 }
 
+/// A path as the typed requests carry it.
+fn path_text(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// `global_socket`: the global `--socket`; trustworthy only for `restore`, the one
-/// subcommand without a `--socket` of its own.
+/// `global_socket`: the global `--socket`; trustworthy only for `restore` and
+/// `list`, the subcommands without a `--socket` of their own.
 pub fn run(cmd: MysqlCmd, global_socket: Option<PathBuf>) -> CmdResult {
     match cmd {
         MysqlCmd::Snapshot(a) => snapshot(a),
@@ -178,39 +196,28 @@ pub fn run(cmd: MysqlCmd, global_socket: Option<PathBuf>) -> CmdResult {
             restore(a)
         }
         MysqlCmd::Advise(a) => advise(a),
+        MysqlCmd::List(mut a) => {
+            a.daemon_socket = a.daemon_socket.or(global_socket);
+            list(a)
+        }
     }
 }
 
 fn snapshot(a: SnapshotArgs) -> CmdResult {
-    let datasets: Vec<String> = a
-        .datasets
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if datasets.is_empty() {
-        return Err("no dataset given (DATAFS[,LOGFS])".into());
-    }
-    if let Some(d) = datasets.iter().find(|d| d.contains('@')) {
-        return Err(format!(
-            "'{d}': give dataset names and the snapshot name separately (DATAFS[,LOGFS] SNAPNAME)"
-        ));
-    }
-    let req = SnapshotRequest {
-        mysql_socket: mysql_socket(&a.mysql_socket)?,
-        creds: Credentials::new(&a.conn.user),
-        datasets: datasets.clone(),
-        snap: match a.keep {
-            Some(0) => return Err("--keep must be at least 1".into()),
-            Some(_) => cachalot_mysql::policy::timestamped(&a.snapname),
-            None => a.snapname.clone(),
-        },
-        lock_wait_timeout: a.lock_wait_timeout,
-        max_block: Duration::from_millis(a.max_block_ms.max(1)),
-        rotate_binlog: !a.no_binlog_rotate,
+    let req = MysqlSnapshot {
+        socket: path_text(&mysql_socket(&a.mysql_socket)?),
+        datasets: a.datasets.split(',').map(str::to_string).collect(),
+        snapshot: a.snapname,
+        user: Some(a.conn.user),
+        lock_wait_timeout: Some(a.lock_wait_timeout),
+        max_block_ms: Some(a.max_block_ms),
+        no_binlog_rotate: a.no_binlog_rotate,
+        keep: a.keep,
     };
+    // Refused before the daemon is asked anything.
+    cachalot_mysql::api::snapshot_request(&req)?;
     let mut d = daemon(&a.conn.daemon_socket)?;
-    let r = cachalot_mysql::snapshot::run(&mut d, &req)?;
+    let (r, pruned) = cachalot_mysql::api::snapshot(&mut d, &req)?;
     println!("snapshot {}", r.snapshots.join(" "));
     let p = &r.position;
     println!(
@@ -227,8 +234,7 @@ fn snapshot(a: SnapshotArgs) -> CmdResult {
         ms(r.snapshot),
         ms(r.release)
     );
-    if let Some(keep) = a.keep {
-        let p = cachalot_mysql::policy::prune(&mut d, &datasets, &a.snapname, keep)?;
+    if let Some(p) = pruned {
         for n in &p.destroyed {
             println!("pruned {n}");
         }
@@ -240,27 +246,27 @@ fn snapshot(a: SnapshotArgs) -> CmdResult {
 }
 
 fn clone(a: CloneArgs) -> CmdResult {
-    let abs = |p: &Option<PathBuf>| -> Result<Option<PathBuf>, String> {
-        p.as_ref().map(|p| absolute(p)).transpose()
+    let text = |p: &Option<PathBuf>| -> Result<Option<String>, String> {
+        p.as_ref()
+            .map(|p| absolute(p).map(|p| path_text(&p)))
+            .transpose()
     };
-    if (a.port.is_some() || a.new_socket.is_some()) && !a.start && a.replica_of.is_none() {
-        return Err("--port and --socket describe the new server: add --start".into());
-    }
-    let req = CloneRequest {
+    let req = MysqlClone {
         snapshot: a.snapshot,
         target: a.newfs,
-        mountpoint: abs(&a.mountpoint)?,
         start: a.start,
+        replica_of: text(&a.replica_of)?,
         port: a.port,
-        socket: abs(&a.new_socket)?,
-        run_dir: abs(&a.run_dir)?,
+        socket: text(&a.new_socket)?,
+        mountpoint: text(&a.mountpoint)?,
+        run_dir: text(&a.run_dir)?,
         server_id: a.server_id,
-        replica_of: abs(&a.replica_of)?,
-        creds: Credentials::new(&a.conn.user),
-        start_timeout: Duration::from_secs(a.start_timeout.max(1)),
+        start_timeout: Some(a.start_timeout),
+        user: Some(a.conn.user),
     };
+    cachalot_mysql::api::clone_request(&req)?;
     let mut d = daemon(&a.conn.daemon_socket)?;
-    let r = cachalot_mysql::clone::run(&mut d, &req)?;
+    let r = cachalot_mysql::api::clone(&mut d, &req, &mut |_, _| {})?;
     for (ds, mp) in &r.clones {
         println!("clone {ds} mounted at {}", mp.display());
     }
@@ -291,7 +297,11 @@ fn clone(a: CloneArgs) -> CmdResult {
 
 fn restore(a: RestoreArgs) -> CmdResult {
     let mut d = daemon(&a.daemon_socket)?;
-    let r = cachalot_mysql::restore::run(&mut d, &a.snapshot, a.recursive)?;
+    let req = MysqlRestore {
+        snapshot: a.snapshot,
+        recursive: a.recursive,
+    };
+    let r = cachalot_mysql::api::restore(&mut d, &req)?;
     for n in &r.rolled_back {
         println!("rolled back to {n}");
     }
@@ -301,21 +311,57 @@ fn restore(a: RestoreArgs) -> CmdResult {
     Ok(())
 }
 
+fn list(a: ListArgs) -> CmdResult {
+    let mut d = daemon(&a.daemon_socket)?;
+    let sets = cachalot_mysql::api::list(&mut d, &MysqlList { pool: a.pool })?;
+    let mut t = Table::new(
+        ["NAME", "MEMBERS", "CREATED", "GTID", "BINLOG"]
+            .map(String::from)
+            .to_vec(),
+        vec![false; 5],
+    );
+    for s in &sets {
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) if !s.is_empty() => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            _ => "-".to_string(),
+        };
+        let members: Vec<String> = s["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect();
+        t.rows.push(vec![
+            text(&s["name"]),
+            members.join(","),
+            s["created"]
+                .as_u64()
+                .map_or("-".into(), crate::table::format_date),
+            text(&s["gtid"]),
+            match (s["binlog_file"].as_str(), s["binlog_pos"].as_u64()) {
+                (Some(f), Some(p)) => format!("{f}:{p}"),
+                _ => "-".into(),
+            },
+        ]);
+    }
+    print!("{}", t.render(a.scripted));
+    Ok(())
+}
+
 fn advise(a: AdviseArgs) -> CmdResult {
-    let sock = mysql_socket(&a.mysql_socket)?;
+    let req = MysqlAdvise {
+        socket: path_text(&mysql_socket(&a.mysql_socket)?),
+        fs: a.fs,
+        arc_size: a.arc_size,
+        user: Some(a.conn.user),
+    };
     let mut d = daemon(&a.conn.daemon_socket)?;
-    let facts = advice::gather(
-        &mut d,
-        &sock,
-        &Credentials::new(&a.conn.user),
-        a.fs.as_deref(),
-        a.arc_size,
-    )?;
+    let (facts, all) = cachalot_mysql::api::advise(&mut d, &req)?;
     println!(
         "# cachalot mysql advise: {} (datadir on {})",
         facts.server.version, facts.data.name
     );
-    let all = advice::rules(&facts);
     for (kind, title) in [
         (Kind::MyCnf, "my.cnf [mysqld] changes"),
         (Kind::Dataset, "dataset changes"),

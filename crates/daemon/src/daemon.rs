@@ -332,6 +332,11 @@ impl Daemon {
         &self.token
     }
 
+    /// The ARC size limit of every pool (`serve --arc-max`).
+    pub(crate) fn arc_max(&self) -> u64 {
+        self.arc_max
+    }
+
     fn store_opts(&self) -> StoreOpts {
         StoreOpts {
             arc_max: self.arc_max,
@@ -1433,7 +1438,7 @@ fn canon(p: &Path) -> PathBuf {
 
 /// Run `f`, turning a panic inside it into an error "internal error in WHAT"
 /// (logged), so no request can take a connection thread down.
-fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {
@@ -1444,7 +1449,7 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, St
     }
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+pub(crate) fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

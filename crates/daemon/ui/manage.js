@@ -1,7 +1,8 @@
 // The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
 // (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares,
 // volumes shared over iSCSI or NBD, every share with its clients, and replication
-// relationships with their lag (run, pause, resume).
+// relationships with their lag (run, pause, resume), MySQL snapshot sets (take,
+// restore) and "clone to a running replica" with its progress (the job's events).
 // Every action calls the REST API under /api/v1 (the same typed requests as the
 // CLI) and shows its CLI equivalent; destructive ones ask first. The API token is
 // typed in once and kept in sessionStorage: it travels only in the Authorization
@@ -76,7 +77,14 @@
   const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
   const volCli = () => `cachalot create -V ${sh($("m-vol-size").value)} ${sh($("m-vol-name").value)}`;
   const blkCli = (on) => `cachalot set share${$("m-blk-proto").value}=${on ? "on" : "off"} ${sh($("m-blk-vol").value)}`;
+  const mySets = () => $("m-my-ds").value.split(",").map((x) => x.trim()).filter(Boolean);
+  const myTakeCli = () => `cachalot mysql snapshot --socket ${sh($("m-my-sock").value)} ${sh(mySets().join(","))} ${sh($("m-my-snap").value)}`;
+  const myCloneCli = () => `cachalot mysql clone --replica-of ${sh($("m-my-clone-of").value)}` +
+    ($("m-my-clone-mp").value ? ` --mountpoint ${sh($("m-my-clone-mp").value)}` : "") +
+    ` ${sh($("m-my-clone-src").value)} ${sh($("m-my-clone-target").value)}`;
   function showClis() {
+    $("m-my-take-cli").textContent = myTakeCli();
+    $("m-my-clone-cli").textContent = myCloneCli();
     $("m-vol-cli").textContent = volCli();
     $("m-blk-cli").textContent = blkCli(true);
     $("m-pool-cli").textContent = poolCli();
@@ -88,6 +96,7 @@
 
   // ---- tables ----
   let snaps = [];
+  let mySetsList = [];
   function options(sel, names) {
     const keep = sel.value;
     sel.innerHTML = names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("");
@@ -102,7 +111,14 @@
       snaps = await call("GET", "/snapshots?props=creation,written");
       shares = await call("GET", "/shares");
       repl = await call("GET", "/replication");
+      mySetsList = await call("GET", "/mysql/snapshots");
     } catch (e) { say(e.message, true); }
+    $("m-my-sets").innerHTML = "<tr><th>SNAPSHOT SET</th><th>MEMBERS</th><th>CREATED</th><th>GTID</th><th>BINLOG</th><th></th></tr>" +
+      mySetsList.map((s) => `<tr data-myset="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.members.join(", "))}</td>` +
+        `<td>${s.created ? new Date(s.created * 1000).toLocaleString() : "-"}</td><td>${esc(s.gtid || "-")}</td>` +
+        `<td>${s.binlog_file ? esc(s.binlog_file + ":" + s.binlog_pos) : "-"}</td>` +
+        `<td><button data-act="my-restore" data-name="${esc(s.name)}">Restore…</button></td></tr>`).join("");
+    options($("m-my-clone-src"), mySetsList.map((s) => s.name));
     $("m-shares").innerHTML = "<tr><th>NAME</th><th>PROTOCOL</th><th>PATH OR TARGET</th><th>CLIENTS</th><th>STATE</th></tr>" +
       shares.map((r) => `<tr data-share="${esc(r.name + " " + r.protocol)}"><td>${esc(r.name)}</td><td>${esc(r.protocol)}</td><td>${esc(r.path)}</td>` +
         `<td>${esc((Array.isArray(r.clients) ? r.clients.join(", ") : r.clients) || "-")}</td><td>${esc(r.state)}</td></tr>`).join("");
@@ -156,11 +172,51 @@
       () => act(cli, [() => call("POST", `/snapshots/${enc(name)}/rollback`, { recursive: newer.length > 0 })]));
   }
 
+  // Restore a MySQL snapshot set: every member is rolled back; newer snapshots go too.
+  function myRestore(name) {
+    const set = mySetsList.find((s) => s.name === name);
+    const snap = name.split("@")[1];
+    const lines = ["the server using these datasets must be stopped first (restore is refused while anything uses them)"];
+    let newer = [];
+    for (const m of set.members) {
+      lines.push(`every change to ${m} since ${snap} is lost`);
+      const mine = snaps.filter((s) => s.name.startsWith(m + "@"));
+      newer = newer.concat(mine.slice(mine.findIndex((s) => s.name === m + "@" + snap) + 1).map((s) => s.name));
+    }
+    for (const n of newer) lines.push(`snapshot ${n} is destroyed`);
+    const cli = `cachalot mysql restore ${newer.length ? "-r " : ""}${sh(name)}`;
+    confirmDialog(`Restore the MySQL snapshot set ${name}?`, lines, cli, "Restore",
+      () => act(cli, [() => call("POST", "/mysql/restore", { snapshot: name, recursive: newer.length > 0 })]));
+  }
+
+  // Follow a job's server-sent events on the progress bar; resolves when it is done.
+  function followJob(job) {
+    const bar = $("m-my-progress"), step = $("m-my-step");
+    bar.hidden = false;
+    bar.value = job.progress || 0;
+    return new Promise((resolve, reject) => {
+      const es = new EventSource(`/api/v1/jobs/${job.id}/events`);
+      const show = (j) => { bar.value = j.progress || 0; step.textContent = (j.detail && j.detail.step) || ""; };
+      es.addEventListener("progress", (e) => show(JSON.parse(e.data)));
+      es.addEventListener("done", (e) => {
+        es.close();
+        const j = JSON.parse(e.data);
+        bar.value = 1;
+        const srv = j.detail && j.detail.server;
+        step.textContent = "done" + (srv ? `: replica server pid ${srv.pid}, socket ${srv.socket}` : "");
+        resolve(j);
+      });
+      es.addEventListener("failed", (e) => { es.close(); const j = JSON.parse(e.data); step.textContent = "failed"; reject(new Error(j.error)); });
+      es.addEventListener("gone", () => { es.close(); reject(new Error(`job ${job.id} is gone`)); });
+    });
+  }
+
   function onTableClick(e) {
     const b = e.target.closest("button[data-act]");
     if (!b) return;
     const name = b.dataset.name;
     if (b.dataset.act === "rollback") { rollback(name); return; }
+    if (b.dataset.act === "my-restore") { myRestore(name); return; }
     for (const verb of ["run", "pause", "resume"]) {
       if (b.dataset.act === "repl-" + verb) {
         act(`cachalot replication ${verb} ${sh(name)}`, [() => call("POST", `/replication/${enc(name)}/${verb}`)]);
@@ -188,7 +244,8 @@
       sessionStorage.setItem(KEY, $("m-token").value.trim());
       $("m-token-state").textContent = $("m-token").value.trim() ? "token set for this tab" : "no token: read only";
     };
-    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto"]) {
+    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
+      "m-my-sock", "m-my-ds", "m-my-snap", "m-my-clone-src", "m-my-clone-target", "m-my-clone-mp", "m-my-clone-of"]) {
       $(id).oninput = showClis;
       $(id).onchange = showClis;
     }
@@ -212,8 +269,16 @@
       confirmDialog(`Stop sharing ${vol} over ${proto}?`, [`clients connected to ${vol} over ${proto} are disconnected`], cli, "Stop sharing",
         () => act(cli, [() => call("DELETE", `/shares/${proto}/${enc(vol)}`)]));
     };
+    $("m-my-take").onclick = () => act(myTakeCli(), [() => call("POST", "/mysql/snapshots", {
+      socket: $("m-my-sock").value, datasets: mySets(), snapshot: $("m-my-snap").value })]);
+    $("m-my-clone-go").onclick = () => {
+      const body = { snapshot: $("m-my-clone-src").value, target: $("m-my-clone-target").value, replica_of: $("m-my-clone-of").value };
+      if ($("m-my-clone-mp").value) body.mountpoint = $("m-my-clone-mp").value;
+      act(myCloneCli(), [async () => followJob(await call("POST", "/mysql/clones", body))]);
+    };
+    $("m-my-sock").addEventListener("change", () => { if (!$("m-my-clone-of").value) { $("m-my-clone-of").value = $("m-my-sock").value; showClis(); } });
     $("m-confirm-cancel").onclick = () => { $("m-confirm").hidden = true; say("Cancelled: nothing changed."); };
-    for (const t of ["m-pools", "m-datasets", "m-snaps", "m-repl"]) $(t).onclick = onTableClick;
+    for (const t of ["m-pools", "m-datasets", "m-snaps", "m-repl", "m-my-sets"]) $(t).onclick = onTableClick;
   }
 
   function route() {

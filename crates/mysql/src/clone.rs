@@ -65,9 +65,34 @@ pub struct CloneReport {
     pub replication: Duration,
 }
 
+/// A step of a clone and the fraction of the whole done when it begins (the
+/// server start and the replica's catch-up take most of the time).
+pub type Progress<'a> = &'a mut dyn FnMut(&str, f64);
+
 pub fn run(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, String> {
+    run_with_progress(daemon, req, &mut |_, _| {})
+}
+
+/// `run`, telling `progress` each step as it begins.
+pub fn run_with_progress(
+    daemon: &mut Daemon,
+    req: &CloneRequest,
+    progress: Progress,
+) -> Result<CloneReport, String> {
     let rt = crate::runtime()?;
-    rt.block_on(clone(daemon, req))
+    rt.block_on(clone(daemon, req, progress))
+}
+
+/// Every check `run` makes before it creates anything (the set, the free target
+/// names, the `replica_of` source): an error here means `run` would change nothing.
+pub fn check(daemon: &mut Daemon, req: &CloneRequest) -> Result<(), String> {
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        if let Some((source, _)) = plan(daemon, req).await?.source {
+            source.close().await;
+        }
+        Ok(())
+    })
 }
 
 fn leaf(ds: &str) -> &str {
@@ -116,8 +141,16 @@ impl Drop for Undo<'_> {
     }
 }
 
-async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, String> {
-    let t0 = Instant::now();
+/// What the checks found: the set, the names of the clones, and the source
+/// server (connected) with its address when the clone is to replicate from it.
+struct Plan {
+    snap: String,
+    rec: SnapshotRecord,
+    targets: Vec<String>,
+    source: Option<(Server, replica::SourceAddress)>,
+}
+
+async fn plan(daemon: &mut Daemon, req: &CloneRequest) -> Result<Plan, String> {
     let (fs, snap) = req
         .snapshot
         .split_once('@')
@@ -143,7 +176,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
     }
     // Check the source before creating anything, so a bad --replica-of costs
     // no clone.
-    let mut source = match &req.replica_of {
+    let source = match &req.replica_of {
         Some(sock) => {
             let mut s = Server::connect(sock, &req.creds).await?;
             let id: u64 = s
@@ -164,6 +197,28 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         }
         None => None,
     };
+    Ok(Plan {
+        snap: snap.to_string(),
+        rec,
+        targets,
+        source,
+    })
+}
+
+async fn clone(
+    daemon: &mut Daemon,
+    req: &CloneRequest,
+    progress: Progress<'_>,
+) -> Result<CloneReport, String> {
+    let t0 = Instant::now();
+    progress("checking the snapshot set", 0.0);
+    let Plan {
+        snap,
+        rec,
+        targets,
+        mut source,
+    } = plan(daemon, req).await?;
+    let snap = snap.as_str();
     let mp_prop = |dir: &Path| format!("mountpoint={}", dir.display());
     let mut undo = Undo {
         daemon,
@@ -177,7 +232,11 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         undo.created.push(req.target.clone());
     }
     let mut clones = Vec::new();
-    for (m, t) in rec.members.iter().zip(&targets) {
+    for (i, (m, t)) in rec.members.iter().zip(&targets).enumerate() {
+        progress(
+            &format!("cloning and mounting {m}@{snap}"),
+            0.05 + 0.15 * i as f64 / targets.len() as f64,
+        );
         let props: Vec<String> = match (&req.mountpoint, targets.len()) {
             (Some(d), 1) => vec![mp_prop(d)],
             _ => Vec::new(),
@@ -199,6 +258,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         undo.mounted.push(t.clone());
         clones.push((t.clone(), mp));
     }
+    progress("writing the server's config", 0.2);
     let new_mounts: Vec<PathBuf> = clones.iter().map(|(_, p)| p.clone()).collect();
     let datadir_mount = new_mounts[0].clone();
     let run_dir = req.run_dir.clone().unwrap_or_else(|| {
@@ -244,6 +304,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
     };
     if req.start || req.replica_of.is_some() {
         let t_start = Instant::now();
+        progress("starting the server (crash recovery)", 0.25);
         let binary = process::find_server_binary(&rec.flavor)?;
         let pid = process::start_detached(&binary, &cnf, &run_dir.join("mysqld.out"))?;
         let data_clone = report.clones[0].0.clone();
@@ -270,6 +331,7 @@ async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, S
         report.start = t_start.elapsed();
         let t_repl = Instant::now();
         if let Some((src, addr)) = source.as_mut() {
+            progress("starting replication", 0.8);
             let user = format!("cachalot_repl_{}", cfg.server_id);
             let password = replica::random_secret()?;
             replica::create_account(src, &user, &password).await?;

@@ -1,37 +1,63 @@
 //! The few cachalot daemon requests the MySQL integration makes, typed.
 //!
-//! Invariant: every request goes through the daemon's public API (the same unix
-//! socket the CLI uses); nothing here touches pool data directly.
+//! Invariant: every request goes through the daemon's public API: the unix socket
+//! the CLI uses, or (when the daemon itself runs a MySQL operation for its REST
+//! routes) a direct call of the same request handler; nothing here touches pool
+//! data directly.
 
 use cachalot_api_types::client::Client;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Prefix of the user properties the integration writes.
 pub const PROP_PREFIX: &str = "cachalot.mysql:";
 
+/// Runs one request `(op, args)` inside the daemon: its result or error message.
+pub type LocalHandler = Arc<dyn Fn(&str, Value) -> Result<Value, String> + Send + Sync>;
+
+/// How requests reach the daemon.
+enum Link {
+    Socket { client: Client, path: PathBuf },
+    Local(LocalHandler),
+}
+
 /// A connection to the daemon.
 pub struct Daemon {
-    client: Client,
-    socket: PathBuf,
+    link: Link,
 }
 
 impl Daemon {
     pub fn connect(socket: &Path) -> Result<Daemon, String> {
         Ok(Daemon {
-            client: Client::connect(socket)?,
-            socket: socket.to_path_buf(),
+            link: Link::Socket {
+                client: Client::connect(socket)?,
+                path: socket.to_path_buf(),
+            },
         })
+    }
+
+    /// The daemon itself: each request is a call of `handler`.
+    pub fn local(handler: LocalHandler) -> Daemon {
+        Daemon {
+            link: Link::Local(handler),
+        }
     }
 
     /// A second, independent connection (for a request run on another thread).
     pub fn reconnect(&self) -> Result<Daemon, String> {
-        Daemon::connect(&self.socket)
+        match &self.link {
+            Link::Socket { path, .. } => Daemon::connect(path),
+            Link::Local(h) => Ok(Daemon::local(h.clone())),
+        }
     }
 
     pub fn call(&mut self, op: &str, args: Value) -> Result<Value, String> {
-        self.client.call(op, args)
+        match &mut self.link {
+            Link::Socket { client, .. } => client.call(op, args),
+            Link::Local(h) => h(op, args),
+        }
     }
 
     /// Raw values of `props` of dataset or snapshot `name` ("-" when unset).

@@ -12,6 +12,7 @@
 //! - Errors are one-line strings that name the thing that failed.
 
 pub mod advice;
+pub mod api;
 pub mod clone;
 pub mod config;
 pub mod daemon;

@@ -61,8 +61,15 @@ pub fn start_detached(binary: &Path, cnf: &Path, output: &Path) -> Result<u32, S
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-    // Not waited for: the server must outlive us (it is re-parented when we exit).
-    Ok(child.id())
+    // The server must outlive us (it is re-parented when we exit); until then a
+    // thread reaps it when it ends, so a long-lived caller (the daemon, for its
+    // REST routes) keeps no zombie.
+    let pid = child.id();
+    let mut child = child;
+    let _ = std::thread::Builder::new()
+        .name(format!("reap-{pid}"))
+        .spawn(move || child.wait());
+    Ok(pid)
 }
 
 /// True if `pid` runs (and is not a zombie).

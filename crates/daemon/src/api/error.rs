@@ -110,6 +110,7 @@ pub fn classify(msg: &str) -> &'static str {
         "is a pool's root dataset",
         "not supported here",
         "longer than",
+        "is not older than",
     ]) {
         "invalid_request"
     } else if has(&[

@@ -1,6 +1,10 @@
 //! Routes of long operations beyond scrub, and the job event stream:
 //! - `POST /api/v1/pools/{pool}/replace` swaps a device and answers 202 with a
 //!   `resilver` job (the scan the replace starts);
+//! - `POST /api/v1/snapshots/{name}/send` sends a snapshot (full or incremental)
+//!   into a new file on the daemon's machine as a `send` job with progress in
+//!   bytes; the file holds exactly what `cachalot send` writes, so `cachalot
+//!   receive` (here or on another machine) takes it;
 //! - `GET /api/v1/jobs/{id}/events` streams a job as server-sent events until it
 //!   ends.
 //!
@@ -10,6 +14,9 @@
 //! - The event stream sends the job's JSON each time it changes (`progress`), then
 //!   once with the final state (`done` or `failed`) and ends; it also ends when
 //!   the job is dropped or the daemon shuts down, so it never outlives its job.
+//! - A send never overwrites: the file must not exist (it is created new, mode
+//!   0600, in an existing directory); a send that fails removes its file, so a
+//!   file left by a `done` job is always a whole stream.
 
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{self, Job};
@@ -22,7 +29,11 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::convert::Infallible;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa::ToSchema;
@@ -96,6 +107,124 @@ async fn replace_device(
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
 
+/// Where to send a snapshot.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendBody {
+    /// A new file (absolute path, in an existing directory; never overwritten).
+    pub file: String,
+    /// Incremental from this older snapshot of the same filesystem (`@A`, `A` or `FS@A`).
+    #[serde(default)]
+    pub from: Option<String>,
+}
+
+/// A writer that fails once the daemon shuts down, so a send job ends with it.
+struct UntilShutdown<'a, W> {
+    inner: W,
+    d: &'a Daemon,
+}
+
+impl<W: Write> Write for UntilShutdown<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.d.is_shutting_down() {
+            return Err(std::io::Error::other("the daemon is shutting down"));
+        }
+        self.inner.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Send a snapshot into a new file as a job (the CLI's `cachalot send SNAP >
+/// FILE`, run by the daemon); `progress` is bytes written over the estimate,
+/// `detail` has `bytes`, `estimated_bytes` and `file`.
+#[utoipa::path(post, path = "/api/v1/snapshots/{name}/send", tag = "snapshots", request_body = SendBody,
+    params(("name" = String, Path, description = "FS@SNAP ('/' as %2F)")), security(("token" = [])),
+    responses((status = 202, description = "Checked and started", body = Job),
+              (status = "4XX", description = "Refused (no such snapshot, file exists, relative path); nothing changed", body = ErrorBody)))]
+async fn send_snapshot(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    Body(b): Body<SendBody>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    let file = PathBuf::from(&b.file);
+    if !file.is_absolute() {
+        return Err(ApiError::invalid(format!(
+            "file must be an absolute path, not '{}'",
+            b.file
+        )));
+    }
+    let dd = d.clone();
+    let snapshot = name.clone();
+    let (prepared, out) = tokio::task::spawn_blocking(move || {
+        let p = crate::daemon::guarded("send", || dd.prepare_send(snapshot, b.from))
+            .map_err(ApiError::from_daemon)?;
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .map_err(|e| {
+                let code = match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => "already_exists",
+                    std::io::ErrorKind::NotFound => "not_found",
+                    _ => "failed",
+                };
+                ApiError::new(code, format!("{}: {}", file.display(), e))
+            })?;
+        Ok::<_, ApiError>((p, (out, file)))
+    })
+    .await
+    .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))??;
+    let (out, file) = out;
+    let job = jobs::spawn(d, "send", &name, move |d, progress| {
+        let estimate = prepared.estimate;
+        let detail =
+            |bytes: u64| json!({ "bytes": bytes, "estimated_bytes": estimate, "file": file });
+        let mut w = UntilShutdown {
+            inner: std::io::BufWriter::new(&out),
+            d,
+        };
+        let sent = prepared
+            .store
+            .send(
+                &prepared.snapshot,
+                prepared.from.as_deref(),
+                &mut w,
+                &mut |n| progress.set(Some(n as f64 / estimate.max(1) as f64), detail(n)),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|stats| {
+                w.flush().map_err(|e| e.to_string())?;
+                out.sync_all().map_err(|e| e.to_string())?;
+                Ok(stats.bytes)
+            });
+        match sent {
+            Ok(bytes) => {
+                eprintln!(
+                    "cachalot: sent '{}' to {}: {bytes} bytes",
+                    prepared.snapshot,
+                    file.display()
+                );
+                Ok(detail(bytes))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&file);
+                Err(format!(
+                    "send of '{}' to {}: {e}",
+                    prepared.snapshot,
+                    file.display()
+                ))
+            }
+        }
+    })
+    .map_err(|e| ApiError::new("internal", e))?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
 /// A job's progress as server-sent events: `progress` with the job's JSON each
 /// time it changes, then `done` or `failed` with its final JSON, then the end.
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/events", tag = "jobs",
@@ -152,5 +281,6 @@ async fn job_events(
 /// Add these routes (with their description) to the API's router.
 pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
     r.routes(routes!(replace_device))
+        .routes(routes!(send_snapshot))
         .routes(routes!(job_events))
 }

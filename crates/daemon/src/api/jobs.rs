@@ -5,8 +5,9 @@
 //! - A job is created only after its operation has started: a request that is
 //!   refused (bad name, busy pool) gets an error, never a job that fails later
 //!   for the same reason.
-//! - Each job has one watcher thread; it ends when the work ends or the daemon
-//!   shuts down, so no thread outlives the daemon's pools.
+//! - Each job has one thread (watching the work, or doing it, see [`spawn`]); it
+//!   ends when the work ends or the daemon shuts down, so no thread outlives the
+//!   daemon's pools.
 //! - At most [`MAX_FINISHED`] finished jobs are kept (oldest dropped first);
 //!   running jobs are never dropped.
 
@@ -104,6 +105,67 @@ impl Jobs {
     pub fn list(&self) -> Vec<Job> {
         self.jobs.lock().values().cloned().collect()
     }
+}
+
+/// What a job's work tells about its progress.
+pub struct JobProgress<'a> {
+    jobs: &'a Jobs,
+    id: u64,
+}
+
+impl JobProgress<'_> {
+    /// The fraction done (when known) and the work's own status so far.
+    pub fn set(&self, progress: Option<f64>, detail: Value) {
+        self.jobs.update(self.id, |j| {
+            j.progress = progress.map(|p| p.clamp(0.0, 1.0));
+            j.detail = detail;
+        });
+    }
+}
+
+/// Do `work` as a job of `kind` on `target`, on a thread of its own. Its result
+/// becomes the finished job's `detail`, its error (or a panic, as an internal
+/// error) the job's `error`. The caller has checked the request (see the module's
+/// invariant); the work ends early when the daemon shuts down because every
+/// request it makes is then refused.
+pub fn spawn<F>(d: Arc<Daemon>, kind: &str, target: &str, work: F) -> Result<Job, String>
+where
+    F: FnOnce(&Arc<Daemon>, &JobProgress) -> Result<Value, String> + Send + 'static,
+{
+    let job = d.api.jobs.add(kind, target);
+    let (id, kind) = (job.id, kind.to_string());
+    std::thread::Builder::new()
+        .name("cachalot-job".into())
+        .spawn(move || {
+            let progress = JobProgress {
+                jobs: &d.api.jobs,
+                id,
+            };
+            let done =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&d, &progress)))
+                    .unwrap_or_else(|p| {
+                        Err(format!(
+                            "internal error in the {kind} job: {}",
+                            crate::daemon::panic_message(&p)
+                        ))
+                    });
+            d.api.jobs.update(id, |j| {
+                match done {
+                    Ok(v) => {
+                        j.state = "done".into();
+                        j.progress = Some(1.0);
+                        j.detail = v;
+                    }
+                    Err(e) => {
+                        j.state = "failed".into();
+                        j.error = Some(crate::proto::one_line(&e));
+                    }
+                }
+                j.ended = Some(now_secs());
+            });
+        })
+        .map_err(|e| format!("cannot start a job thread: {e}"))?;
+    Ok(job)
 }
 
 /// Watch the scrub of `pool` (already started) as a job.

@@ -6,7 +6,9 @@
 //! Invariants:
 //! - The REST routes add no behaviour of their own: each maps its path, query and
 //!   body onto one typed request and runs it through `Daemon::handle`, exactly as
-//!   the CLI's request over the unix socket runs; so both answer alike.
+//!   the CLI's request over the unix socket runs; so both answer alike. The MySQL
+//!   routes ([`mysql_routes`]) run the CLI's own client code (cachalot-mysql) on
+//!   their typed request, its daemon requests going to `Daemon::handle` directly.
 //! - Reading is open on the (loopback-only) HTTP listener; every change needs a
 //!   valid token (see [`tokens`]).
 
@@ -14,6 +16,7 @@ pub mod error;
 pub mod fuzz;
 pub mod job_routes;
 pub mod jobs;
+pub mod mysql_routes;
 pub mod requests;
 pub mod routes;
 pub mod share_routes;

@@ -38,7 +38,40 @@ pub fn is_stream_op(op: &str) -> bool {
     STREAM_OPS.iter().any(|(n, _)| *n == op)
 }
 
+/// A send checked and ready to run (see [`Daemon::prepare_send`]).
+pub(crate) struct PreparedSend {
+    pub store: std::sync::Arc<cachalot_datasets::Store>,
+    pub snapshot: String,
+    /// The incremental base as `FS@SNAP`.
+    pub from: Option<String>,
+    /// About how many stream bytes it produces (for progress only).
+    pub estimate: u64,
+}
+
 impl Daemon {
+    /// Check a send of `snapshot` (incremental from `from`: `@A`, `A` or `FS@A`)
+    /// before a byte is sent: both snapshots exist, in one filesystem, in order.
+    /// Shared by `stream.send` and the REST API's send job.
+    pub(crate) fn prepare_send(
+        &self,
+        snapshot: String,
+        from: Option<String>,
+    ) -> Result<PreparedSend, String> {
+        let (fs, _) = split_snapshot_name(&snapshot)?;
+        let from = match from {
+            None => None,
+            Some(f) => Some(normalize_from(fs, &f)?),
+        };
+        let store = self.store(pool_of(fs))?;
+        let estimate = estimate_send_bytes(&store, fs, &snapshot, from.as_deref())?;
+        Ok(PreparedSend {
+            store,
+            snapshot,
+            from,
+            estimate,
+        })
+    }
+
     /// Serve one streaming request on a connection; the connection is closed by
     /// the caller afterwards. I/O errors towards a departed client end it quietly.
     pub fn handle_stream(&self, req: &Request, input: &mut dyn BufRead, out: &mut dyn Write) {
@@ -71,18 +104,14 @@ impl Daemon {
             Err(e) => return write_response(out, &Response::err(e)),
         }
         let prepared = guarded("send", || {
-            let snap = a.str("snapshot")?;
-            let (fs, _) = split_snapshot_name(&snap)?;
-            let from = a.opt_str("from")?;
-            let from = match from {
-                None => None,
-                Some(f) => Some(normalize_from(fs, &f)?),
-            };
-            let store = self.store(pool_of(fs))?;
-            let estimate = estimate_send_bytes(&store, fs, &snap, from.as_deref())?;
-            Ok((store, snap, from, estimate))
+            self.prepare_send(a.str("snapshot")?, a.opt_str("from")?)
         });
-        let (store, snap, from, estimate) = match prepared {
+        let PreparedSend {
+            store,
+            snapshot: snap,
+            from,
+            estimate,
+        } = match prepared {
             Ok(p) => p,
             Err(e) => return write_response(out, &Response::err(e)),
         };

@@ -1,0 +1,79 @@
+"""Helpers of the REST API checks (api_check.py, api_mysql_check.py): requests with
+or without the token, success and refusal checks (a refusal must change nothing,
+as the CLI sees it). The checks are run as SCRIPT ADDR TOKEN CACHALOT WORKDIR
+ARTIFACTS; these globals come from those arguments."""
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+ADDR, TOKEN, CLI, WORK, ARTIFACTS = sys.argv[1:6]
+BASE = f"http://{ADDR}/api/v1"
+
+
+def q(name):
+    """A name as one path segment ('/' and '@' encoded)."""
+    return urllib.parse.quote(name, safe="")
+
+
+def api(method, path, body=None, token=TOKEN, raw=None):
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def ok(method, path, body=None, status=200):
+    st, v = api(method, path, body)
+    assert st == status, f"{method} {path} {body}: {st} {v}"
+    return v
+
+
+def cli(*args):
+    return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
+
+
+def prop(name, p):
+    return cli("get", "-H", "-o", "value", p, name).strip()
+
+
+def state():
+    """What a refused request must not change."""
+    names = cli("list", "-H", "-t", "all", "-o", "name")
+    props = cli("get", "-H", "-o", "name,property,value,source",
+                "quota,recordsize,sharenfs,compression", *[n for n in names.split() if "@" not in n]) \
+        if names.strip() else ""
+    pools = [line.split("\t")[0] for line in cli("pool", "list", "-H").splitlines()]
+    return pools, names, props
+
+
+def refused(method, path, body=None, status=400, code="invalid_request", token=TOKEN, raw=None):
+    before = state()
+    st, v = api(method, path, body, token=token, raw=raw)
+    assert st == status and v["error"]["code"] == code, f"{method} {path} {body}: {st} {v}"
+    assert v["error"]["message"] and "\n" not in v["error"]["message"], v
+    assert state() == before, f"{method} {path} {body} changed something"
+    print(f"  ok, refused {st} {code}: {method} {path} -> {v['error']['message']}")
+    return v
+
+
+def events(job_id):
+    """(event, data) pairs of GET /jobs/ID/events, read until the stream ends."""
+    out, kind = [], None
+    with urllib.request.urlopen(f"{BASE}/jobs/{job_id}/events", timeout=60) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+        for line in r:
+            line = line.decode().rstrip("\n")
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                out.append((kind, json.loads(line[5:].strip())))
+    return out
