@@ -5,9 +5,10 @@
 //! recomputes parity and compares it all. A resilver needs less: the columns on
 //! readable children are read, the missing ones rebuilt from them (one parity
 //! pass), the data verified against the block's checksum, and only the columns
-//! of resilvering devices written. Reads of one child for the whole batch are
-//! merged into a few large ones (blocks sorted by DVA lie next to each other,
-//! so their columns do too), one thread per child; writes of exactly adjacent
+//! of resilvering devices written. A batch is cut into contiguous shares, one
+//! per worker; reads of one child for a share are merged into a few large ones
+//! (blocks sorted by DVA lie next to each other, so their columns do too);
+//! writes of exactly adjacent
 //! columns on a resilvering device are merged likewise, so it is written in
 //! long sequential runs.
 //!
@@ -64,15 +65,30 @@ type ColumnWrite = (u64, Vec<u8>, usize);
 impl Pool {
     /// Rebuild the blocks of `batch` (sorted by first DVA) on the resilvering
     /// devices, `workers` threads at most; the outcome of each block, in order.
+    ///
+    /// Each worker takes a contiguous share of the batch and reads, rebuilds
+    /// and writes it in turn: while one computes parity, another's reads or
+    /// writes keep the devices busy (one pass over the whole batch left the
+    /// devices idle during its CPU work and the CPU idle during its I/O).
     pub fn resilver_batch(&self, batch: &[BlkPtr], workers: usize) -> Vec<ScrubOutcome> {
+        let per = batch.len().div_ceil(workers.max(1)).max(1);
+        let shares: Vec<&[BlkPtr]> = batch.chunks(per).collect();
+        par_map(&shares, workers, |share| self.resilver_share(share))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// `resilver_batch` of one share, in this thread.
+    fn resilver_share(&self, batch: &[BlkPtr]) -> Vec<ScrubOutcome> {
         let tops = self.vdevs.read().clone();
         let mut slow = vec![false; batch.len()];
         let mut jobs = plan(&tops, batch, &mut slow);
         jobs.retain(|j| !slow[j.block]);
-        let runs = read_runs(&tops, &jobs, workers);
-        let rebuilt = par_map(&jobs, workers, |j| {
-            rebuild(&tops, &runs, j, &batch[j.block])
-        });
+        let runs = read_runs(&tops, &jobs);
+        let rebuilt = jobs
+            .iter()
+            .map(|j| rebuild(&tops, &runs, j, &batch[j.block]));
         let mut writes: BTreeMap<LeafKey, Vec<ColumnWrite>> = BTreeMap::new();
         for (j, r) in jobs.iter().zip(rebuilt) {
             match r {
@@ -141,8 +157,8 @@ fn plan(tops: &[Arc<TopVdev>], batch: &[BlkPtr], slow: &mut [bool]) -> Vec<Job> 
     jobs
 }
 
-/// Read every readable column of `jobs`, merged per child; one thread per child.
-fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job], workers: usize) -> BTreeMap<LeafKey, Vec<Run>> {
+/// Read every readable column of `jobs`, merged per child.
+fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job]) -> BTreeMap<LeafKey, Vec<Run>> {
     let mut ranges: BTreeMap<LeafKey, Vec<(u64, u64)>> = BTreeMap::new();
     for j in jobs {
         for (k, c) in j.cols.iter().enumerate() {
@@ -178,10 +194,7 @@ fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job], workers: usize) -> BTreeMap<Le
         }
         runs
     };
-    // Every child's reads at once (they are different devices), unless the
-    // caller wants one thread (a deterministic run).
-    let threads = if workers > 1 { keys.len() } else { 1 };
-    let runs = par_map(&keys, threads, read);
+    let runs: Vec<Vec<Run>> = keys.iter().map(read).collect();
     keys.into_iter().zip(runs).collect()
 }
 
