@@ -7,7 +7,8 @@
 # old disk still in place (label intact) is refused; afterwards two other
 # devices are lost to noise and every byte still reads back, so the in-place
 # replacements hold real columns.
-# offline/online (persistent across a restart; online resilvers), attach (single
+# offline/online (persistent across a restart; online resilvers only the blocks
+# born while the device was offline, which then read back without d1), attach (single
 # -> mirror -> three-way), detach (back to a single device, holding the data),
 # and the refusals: a second raidz1 column offline, attach to a raidz, detach
 # from a raidz or a single device, the last good device of a mirror, a device
@@ -106,9 +107,22 @@ stop_daemon
 start_daemon
 st=$(assert_ok "$C" pool status rz)
 assert_eq "$(status_col "$st" d0 2)" "OFFLINE" "d0 state after a restart"
-note "online: d0 is resilvered, then d1 lost to noise and o3 still reads back"
+note "online: d0 is resilvered (only what was written while it was offline), then d1 lost to noise and o3 still reads back"
 assert_ok "$C" pool online rz "${D[0]}"
 wait_resilver rz
+st=$(assert_ok "$C" pool status rz)
+echo "$st"
+assert_contains "$st" "blocks born since txg"
+# o3 is a third of the data: the resilver examined about that, not the pool.
+ex=$(sed -n 's/.*resilvered [0-9]* columns (\([^ ]*\) examined.*/\1/p' <<<"$st")
+alloc=$("$C" pool list -Hp rz | awk '{ print $3 }')
+python3 - "$ex" "$alloc" <<'PY' || fail "the resilver after online examined $ex of $alloc allocated"
+import sys
+units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+e, a = sys.argv[1], int(sys.argv[2])
+n = float(e[:-1]) * units[e[-1]] if e[-1] in units else float(e.rstrip("B"))
+sys.exit(0 if a / 5 < n < a / 2 else 1)
+PY
 assert_ok "$C" pool scrub -w rz
 st=$(assert_ok "$C" pool status rz)
 echo "$st"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# timeout: 120
+# timeout: 180
 # kill -9 of the daemon mid-resilver: after the restart the resilver continues
 # from the position saved in the labels (status says "resumed at" a non-zero
 # size, and its first progress is already past it), then completes; scrub finds
 # 0 errors, the pool is ONLINE and the data reads back, also with another
 # device lost to noise (so the replacement holds real columns).
+# The same for the resilver after `pool online`, which covers only the blocks
+# written while the device was offline: it resumes with the same txg bound, and
+# then the device holds them (read back with the replacement lost to noise).
 # The resilver is slowed with CACHALOT_SCAN_RATE so the kill lands mid-way.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -75,6 +78,55 @@ assert_contains "$st" "with 0 errors"
 note "the replacement holds real columns: d0 lost to noise"
 assert_ok "$C" pool export rz
 head -c $((200 * 1024 * 1024)) /dev/urandom | dd of="${D[0]}" bs=1M seek=1 conv=notrunc status=none
+assert_ok "$C" pool import -d "$TMP" rz
+for os in "${objs[@]}"; do
+    assert_ok "$C" debug read rz/d "${os%%:*}" --seed "${os##*:}" --len "$LEN" >/dev/null
+done
+
+note "offline d2, write 48 MiB, online: kill -9 mid-resilver, which resumes with the same txg bound"
+assert_ok "$C" pool scrub -w rz
+assert_ok "$C" pool offline rz "${D[2]}"
+for seed in 44 45; do
+    o=$(assert_ok "$C" debug create rz/d)
+    assert_ok "$C" debug write rz/d "$o" --seed "$seed" --len "$LEN"
+    objs+=("$o:$seed")
+done
+assert_ok "$C" debug fsync rz/d
+assert_ok "$C" pool online rz "${D[2]}"
+p=-1
+for ((i = 0; i < 200; i++)); do
+    st=$(assert_ok "$C" pool status rz)
+    p=$(pct "$st")
+    ((p >= 30)) && break
+    sleep 0.1
+done
+echo "$st"
+((p >= 30 && p < 95)) || fail "resilver after online not caught mid-way (at $p%)"
+since=$(sed -n 's/.*blocks born since txg \([0-9]*\).*/\1/p' <<<"$st")
+[[ -n $since ]] || fail "the resilver after online is not bounded by a txg"
+kill9_daemon
+start_daemon
+for ((i = 0; i < 100; i++)); do
+    st=$(assert_ok "$C" pool status rz)
+    grep -q "resumed at" <<<"$st" && break
+    sleep 0.1
+done
+echo "$st"
+assert_contains "$st" "resumed at"
+assert_contains "$st" "blocks born since txg $since,"
+for ((i = 0; i < 300; i++)); do
+    st=$("$C" pool status rz)
+    grep -q "resilver in progress\|RESILVERING" <<<"$st" || break
+    sleep 0.2
+done
+assert_ok "$C" pool scrub -w rz
+st=$(assert_ok "$C" pool status rz)
+echo "$st"
+assert_contains "$st" "state: ONLINE"
+assert_contains "$st" "with 0 errors"
+note "d2 holds what was written while it was offline: n1 lost to noise"
+assert_ok "$C" pool export rz
+head -c $((200 * 1024 * 1024)) /dev/urandom | dd of="$TMP/n1" bs=1M seek=1 conv=notrunc status=none
 assert_ok "$C" pool import -d "$TMP" rz
 for os in "${objs[@]}"; do
     assert_ok "$C" debug read rz/d "${os%%:*}" --seed "${os##*:}" --len "$LEN" >/dev/null

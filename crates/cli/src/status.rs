@@ -59,6 +59,11 @@ pub fn scan_line(sc: &Value) -> String {
 fn resilver_line(sc: &Value) -> String {
     let total = u(sc, "total");
     let ex = u(sc, "examined");
+    // After `pool online`: only what was written while the device was away.
+    let since = match u(sc, "min_birth_txg") {
+        0 => String::new(),
+        t => format!(", blocks born since txg {t}"),
+    };
     match s(sc, "state") {
         "scanning" => {
             let now = std::time::SystemTime::now()
@@ -75,7 +80,7 @@ fn resilver_line(sc: &Value) -> String {
                 r => format!(", resumed at {}", format_size(r)),
             };
             format!(
-                "  scan: resilver in progress, {pct:.1}% done, {}/s, {} to go\n\t{} examined of {}, started {}{resumed}\n",
+                "  scan: resilver in progress, {pct:.1}% done, {}/s, {} to go\n\t{} examined of {}{since}, started {}{resumed}\n",
                 format_size(rate),
                 format_duration_ms(eta * 1000),
                 format_size(ex),
@@ -84,8 +89,9 @@ fn resilver_line(sc: &Value) -> String {
             )
         }
         "finished" => format!(
-            "  scan: resilvered {} columns in {} with {} errors on {}\n",
+            "  scan: resilvered {} columns ({} examined{since}) in {} with {} errors on {}\n",
             u(sc, "resilvered"),
+            format_size(ex),
             format_duration_ms(u(sc, "duration_ms")),
             u(sc, "unrecoverable"),
             format_date(u(sc, "ended"))

@@ -8,6 +8,7 @@
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use cachalot_objects::BlockCache;
+use cachalot_pool::vdev::ScrubOutcome;
 use cachalot_pool::{BlkPtr, Pool, ScanPos};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -33,6 +34,9 @@ pub struct ScrubStatus {
     pub repaired: u64,
     /// Blocks with no good copy left (data errors).
     pub unrecoverable: u64,
+    /// A resilver after `pool online`: only blocks born at or after this txg
+    /// (0: every allocated block).
+    pub min_birth_txg: u64,
     pub started: u64,
     pub ended: u64,
     pub duration_ms: u64,
@@ -52,6 +56,7 @@ impl Default for ScrubStatus {
             errors: 0,
             repaired: 0,
             unrecoverable: 0,
+            min_birth_txg: 0,
             started: 0,
             ended: 0,
             duration_ms: 0,
@@ -106,19 +111,12 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
                 return false;
             }
             let o = pool.scrub_block(bp);
-            let mut s = st.lock();
-            s.examined += bp.asize_total();
-            s.errors += o.bad_copies;
-            s.repaired += o.repaired;
-            s.resilvered += o.resilvered;
-            if o.unrecoverable {
-                s.unrecoverable += 1;
-            }
+            account(&st, bp, &o);
             !o.unrecoverable
         };
         if st.lock().kind == "resilver" {
             let workers = if manual { 1 } else { RESILVER_WORKERS };
-            resilver(&pool, &cache, &roots, &st, &cancel, workers, &visit);
+            resilver(&pool, &cache, &roots, &st, &cancel, workers);
         } else {
             for root in roots {
                 if cachalot_objects::traverse(&cache, &root, &mut &visit).is_err() {
@@ -159,6 +157,18 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
     Ok(())
 }
 
+/// Count one scanned block in the status.
+fn account(st: &Mutex<ScrubStatus>, bp: &BlkPtr, o: &ScrubOutcome) {
+    let mut s = st.lock();
+    s.examined += bp.asize_total();
+    s.errors += o.bad_copies;
+    s.repaired += o.repaired;
+    s.resilvered += o.resilvered;
+    if o.unrecoverable {
+        s.unrecoverable += 1;
+    }
+}
+
 /// How often a resilver records its position in the labels.
 const SAVE_POS_EVERY: Duration = Duration::from_secs(1);
 
@@ -190,10 +200,9 @@ fn scan_rate_limit() -> Option<u64> {
 /// before the next one is rebuilt, so that is where the position is saved.
 const RESILVER_BATCH: usize = 64;
 
-/// Threads that rebuild one batch together. Each block's rebuild is a chain of
-/// synchronous reads, a checksum, parity and a write: with one thread the
-/// devices idle while the CPU works and the CPU idles while they read; a few
-/// blocks in flight keep both busy (and the queue of each device non-empty).
+/// Threads that rebuild one batch together (`Pool::resilver_batch`): its
+/// merged reads go one thread per device, its parity and checksums over this
+/// many, so the CPU work of a batch does not leave the devices idle long.
 const RESILVER_WORKERS: usize = 4;
 
 /// A resilver: collect every block pointer of the committed tree, sort them by
@@ -201,10 +210,10 @@ const RESILVER_WORKERS: usize = 4;
 /// interrupted run saved, and saving the position as it goes (every block
 /// before it is rebuilt and flushed: see `Pool::save_resilver_pos`).
 ///
-/// Blocks go in batches of consecutive keys; a batch's blocks are rebuilt by
-/// `workers` threads, each taking the next block in key order, so writes to
-/// the new device stay close to sequential. The position is only saved between
-/// batches, when every block before it is done.
+/// Blocks go in batches of consecutive keys, each rebuilt as a whole by
+/// `Pool::resilver_batch` (merged reads, only the missing columns written,
+/// in order on the new device). The position is only saved between batches,
+/// when every block before it is done.
 fn resilver(
     pool: &Pool,
     cache: &BlockCache,
@@ -212,11 +221,17 @@ fn resilver(
     st: &Mutex<ScrubStatus>,
     cancel: &AtomicBool,
     workers: usize,
-    visit: &(dyn Fn(&BlkPtr) -> bool + Sync),
 ) {
+    // Blocks born before this are on every resilvering device already. A
+    // parent is born with or after each of its children (copy-on-write), so
+    // the traversal skips the subtree of a block born earlier.
+    let min_birth = pool.resilver_min_birth();
     let mut bps: Vec<BlkPtr> = Vec::new();
     for root in roots {
         let mut collect = |bp: &BlkPtr| {
+            if bp.birth_txg < min_birth {
+                return false;
+            }
             bps.push(*bp);
             !cancel.load(Ordering::Relaxed)
         };
@@ -224,7 +239,8 @@ fn resilver(
             st.lock().unrecoverable += 1;
         }
     }
-    bps.extend(pool.spacemap_blocks().unwrap_or_default());
+    let spacemaps = pool.spacemap_blocks().unwrap_or_default();
+    bps.extend(spacemaps.into_iter().filter(|bp| bp.birth_txg >= min_birth));
     // Stopped while collecting: the list may miss blocks, so no position may
     // be taken from it.
     if cancel.load(Ordering::Relaxed) {
@@ -233,6 +249,13 @@ fn resilver(
     bps.sort_by_key(scan_key);
     // Blocks shared by snapshots and clones are rebuilt once.
     bps.dedup();
+    {
+        // What this resilver covers: all allocated blocks, or those born since
+        // `min_birth`.
+        let mut s = st.lock();
+        s.total = bps.iter().map(|bp| bp.asize_total()).sum();
+        s.min_birth_txg = min_birth;
+    }
     let resume = pool.resilver_resume_pos();
     // Blocks an interrupted run rebuilt: counted, not visited.
     let first = bps.partition_point(|bp| resume.is_some_and(|r| scan_key(bp) < r));
@@ -255,7 +278,9 @@ fn resilver(
             let _ = pool.save_resilver_pos(key);
             return;
         }
-        rebuild_batch(batch, workers, cancel, visit);
+        for (bp, o) in batch.iter().zip(pool.resilver_batch(batch, workers)) {
+            account(st, bp, &o);
+        }
         if cancel.load(Ordering::Relaxed) {
             // Some of this batch may be undone: resume at its start.
             let _ = pool.save_resilver_pos(key);
@@ -279,40 +304,6 @@ fn resilver(
             }
         }
     }
-}
-
-/// Visit every block of `batch`, `workers` at a time, in key order of start.
-/// Returns when all are done, or (cancel) when the workers stopped taking new
-/// ones.
-fn rebuild_batch(
-    batch: &[BlkPtr],
-    workers: usize,
-    cancel: &AtomicBool,
-    visit: &(dyn Fn(&BlkPtr) -> bool + Sync),
-) {
-    let workers = workers.clamp(1, batch.len().max(1));
-    if workers == 1 {
-        for bp in batch {
-            if cancel.load(Ordering::Relaxed) {
-                return;
-            }
-            visit(bp);
-        }
-        return;
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                if cancel.load(Ordering::Relaxed) {
-                    return;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(bp) = batch.get(i) else { return };
-                visit(bp);
-            });
-        }
-    });
 }
 
 /// Stop a running scrub and wait for it.

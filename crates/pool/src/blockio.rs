@@ -26,7 +26,7 @@ pub struct WriteOpts {
 /// Bytes to read for the copy `d` of a block of `psize` stored bytes on `top`,
 /// or None if the pointer does not fit its vdev (a damaged pointer must never
 /// become a device access out of range).
-fn extent_len(top: &TopVdev, d: &Dva, psize: usize) -> Option<usize> {
+pub(crate) fn extent_len(top: &TopVdev, d: &Dva, psize: usize) -> Option<usize> {
     let len = if top.is_raidz() {
         (psize as u64).next_multiple_of(1 << top.ashift)
     } else {

@@ -7,9 +7,16 @@
 //! of its data (the last good child of a mirror, more than nparity unreadable
 //! columns of a raidz); a device that joins or comes back (attach, online) is
 //! marked resilvering, so it is written to but never read from until a scan has
-//! rebuilt every block on it (online rebuilds everything: there is no record of
-//! what changed while the device was away); the configuration in every label
-//! is rewritten before the operation returns.
+//! rebuilt every block it may lack; the configuration in every label is
+//! rewritten before the operation returns.
+//!
+//! What a device that was offline lacks is known by txg (a dirty time, as in
+//! ZFS's DTL, in its simplest form): `offline` records the open txg in the
+//! leaf's config (`offline_txg`), and the resilver after `online` rebuilds only
+//! blocks born at or after it. Copy-on-write makes that enough: a block never
+//! changes after its birth, and space freed while the device was away holds a
+//! block born later if it is in use again. A device whose writes failed or that
+//! was FAULTED lacks blocks from an unknown txg: it is rebuilt in full.
 
 use crate::commit::{read_label, write_labels};
 use crate::error::{PoolError, Result};
@@ -232,9 +239,24 @@ impl Pool {
             return Ok(());
         }
         check_can_lose(&top, li, dev, "offline")?;
+        // Every txg before the open one reached the device (commits are held
+        // off, see `Store::change_devices`), unless a write to it failed, it is
+        // already out (faulted) or it still resilvers: then it lacks blocks
+        // from an earlier txg (the one its resilver started from; unknown
+        // after an error).
+        let was_txg = leaf.fault.offline_txg.load(Relaxed);
+        let from = if leaf.is_faulted() || leaf.errors.write.load(Relaxed) > 0 {
+            0
+        } else if leaf.resilvering.load(Relaxed) {
+            was_txg
+        } else {
+            next_txg.min(self.uberblock().txg + 1)
+        };
         leaf.fault.offline.store(true, Relaxed);
+        leaf.fault.offline_txg.store(from, Relaxed);
         if let Err(e) = self.write_config(next_txg) {
             leaf.fault.offline.store(false, Relaxed);
+            leaf.fault.offline_txg.store(was_txg, Relaxed);
             return Err(e);
         }
         self.add_notice(format!("{dev} taken offline"));
@@ -242,8 +264,9 @@ impl Pool {
     }
 
     /// `pool online POOL DEV`: bring an OFFLINE or FAULTED device back; it is
-    /// resilvered in full before it is read again. Returns false if it was
-    /// already online.
+    /// resilvered before it is read again: only the blocks born since it went
+    /// offline (`offline_txg`), or every block when that is not known (a
+    /// FAULTED device). Returns false if it was already online.
     pub fn online_device(&self, dev: &str, next_txg: u64) -> Result<bool> {
         self.check_suspended()?;
         let (_, li, top) = self.leaf_of(dev)?;
@@ -255,6 +278,10 @@ impl Pool {
         }
         if !leaf.is_faulted() {
             return Ok(false);
+        }
+        if !leaf.is_offline() || leaf.fault.faulted.load(Relaxed) {
+            // Faulted by errors: the txg of its first lost write is not known.
+            leaf.fault.offline_txg.store(0, Relaxed);
         }
         leaf.resilvering.store(true, Relaxed);
         // A fresh start: old I/O errors would fault it again at the next one.

@@ -83,6 +83,9 @@ pub struct LeafFault {
     pub faulted: AtomicBool,
     /// Set by `pool offline`: no I/O goes to the leaf until `pool online`.
     pub offline: AtomicBool,
+    /// First txg whose blocks the leaf may lack (`LeafConfig::offline_txg`;
+    /// 0: unknown, every block).
+    pub offline_txg: AtomicU64,
     /// Set when the device's path vanished (REMOVED): no more I/O goes to it.
     pub removed: AtomicBool,
     counter: AtomicU64,

@@ -378,6 +378,9 @@ impl Pool {
                     fault
                         .offline
                         .store(c.offline, std::sync::atomic::Ordering::Relaxed);
+                    fault
+                        .offline_txg
+                        .store(c.offline_txg, std::sync::atomic::Ordering::Relaxed);
                     Leaf {
                         guid: c.guid,
                         path: found.map(|f| f.2.clone()).unwrap_or_else(|| c.path.clone()),

@@ -68,6 +68,17 @@ pub struct LeafConfig {
     /// Taken offline by the operator (`pool offline`): no I/O until `pool online`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offline: bool,
+    /// First txg whose blocks this device may lack (its dirty time, a DTL in
+    /// its simplest form): the txg that was open when it went offline. Kept
+    /// while it resilvers after `pool online`, which then rebuilds only blocks
+    /// born at or after it. 0 (absent): nothing recorded, so a resilvering
+    /// device needs every block (a replacement, or one back from a fault).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offline_txg: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,8 +254,9 @@ mod tests {
                     children: vec![LeafConfig {
                         guid: 8,
                         path: "/tmp/a".into(),
-                        resilvering: false,
+                        resilvering: true,
                         offline: false,
+                        offline_txg: 17,
                     }],
                     log: false,
                 }],

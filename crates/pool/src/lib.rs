@@ -29,6 +29,7 @@ pub mod raidz;
 pub mod rangeset;
 mod readhold;
 mod replace;
+mod resilver;
 pub mod spacemap;
 mod spacemap_sync;
 mod spare_remove;

@@ -114,6 +114,7 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
                 path: l.path.clone(),
                 resilvering: l.resilvering.load(Relaxed),
                 offline: l.is_offline(),
+                offline_txg: l.fault.offline_txg.load(Relaxed),
             })
             .collect(),
     }

@@ -34,6 +34,9 @@ pub(crate) fn carry(l: &Leaf) -> Leaf {
     let fault = crate::fault::LeafFault::default();
     fault.faulted.store(l.fault.faulted.load(Relaxed), Relaxed);
     fault.offline.store(l.is_offline(), Relaxed);
+    fault
+        .offline_txg
+        .store(l.fault.offline_txg.load(Relaxed), Relaxed);
     fault.removed.store(l.fault.removed.load(Relaxed), Relaxed);
     Leaf {
         guid: l.guid,
@@ -202,6 +205,22 @@ impl Pool {
             .any(|l| l.dev.is_some() && l.resilvering.load(Relaxed))
     }
 
+    /// The oldest birth txg a pending resilver must rebuild: the least
+    /// `offline_txg` of the resilvering devices (0, every block, if one of them
+    /// lacks blocks since an unknown txg, such as a replacement). Kept in the
+    /// labels with the devices, so a resilver resumed after a restart has the
+    /// same bound, and with it the same order of blocks as its saved position.
+    pub fn resilver_min_birth(&self) -> u64 {
+        self.vdevs
+            .read()
+            .iter()
+            .flat_map(|t| t.leaves.iter())
+            .filter(|l| l.dev.is_some() && l.resilvering.load(Relaxed))
+            .map(|l| l.fault.offline_txg.load(Relaxed))
+            .min()
+            .unwrap_or(0)
+    }
+
     /// Where a resilver interrupted by a restart continues, if one is pending.
     pub fn resilver_resume_pos(&self) -> Option<ScanPos> {
         if !self.resilver_pending() {
@@ -232,6 +251,7 @@ impl Pool {
         for t in self.vdevs.read().iter() {
             for l in &t.leaves {
                 if l.dev.is_some() && l.resilvering.swap(false, Relaxed) {
+                    l.fault.offline_txg.store(0, Relaxed);
                     done.push(l.path.display().to_string());
                 }
             }

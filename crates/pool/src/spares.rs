@@ -145,6 +145,7 @@ impl Pool {
                 path: std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()),
                 resilvering: false,
                 offline: false,
+                offline_txg: 0,
             };
             new.push((leaf, dev));
         }
