@@ -116,7 +116,7 @@ impl Drop for Undo<'_> {
     }
 }
 
-async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, String> {
+pub(crate) async fn clone(daemon: &mut Daemon, req: &CloneRequest) -> Result<CloneReport, String> {
     let t0 = Instant::now();
     let (fs, snap) = req
         .snapshot

@@ -15,6 +15,7 @@ pub mod advice;
 pub mod clone;
 pub mod config;
 pub mod daemon;
+pub mod failover;
 pub mod paths;
 pub mod policy;
 pub mod process;
