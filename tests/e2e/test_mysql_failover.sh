@@ -159,7 +159,7 @@ on "$FO_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (1, 'after failover
 
 note "the source's next cycle is refused: broken off on B"
 assert_fails CA replication run db
-assert_contains "$LAST_STDERR" "replication db was broken off on this appliance" "cycle after failover"
+assert_contains "$LAST_STDERR" "replication db: broken off on the target by mysql failover" "cycle after failover"
 [[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
 
 _stop_servers

@@ -245,7 +245,7 @@ impl Replication {
     pub(super) fn check_not_broken_here(&self, name: &str) -> Result<(), String> {
         if self.broken_here.lock().iter().any(|n| n == name) {
             return Err(format!(
-                "replication {name} was broken off on this appliance (its target: mysql failover); `cachalot replication resync {name}` on the source rolls the target back and resumes it"
+                "broken off on the target by mysql failover there; `cachalot replication resync {name}` on the source rolls the target back and resumes it"
             ));
         }
         Ok(())
