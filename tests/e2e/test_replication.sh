@@ -13,99 +13,10 @@
 # nothing. REPL_BENCH=SIZE runs the throughput measurement instead (see below).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/e2e/repl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 
-C=$CACHALOT
-T=$(mktmp)
-NSA=crepA$$
-NSB=crepB$$
-IPA=198.51.100.201
-IPB=198.51.100.202
-PORT=7480
-TARGET=$IPB:$PORT
-# A cut link must be noticed within seconds, not the default 30.
-export CACHALOT_REPL_TIMEOUT=3
-declare -A PID HOMES
-
-# node NAME: the daemon home of node NAME (A, B or C).
-node_home() { echo "$T/home$1"; }
-cli() {
-    local n=$1
-    shift
-    "$C" --socket "$(node_home "$n")/s.sock" "$@"
-}
-CA() { cli A "$@"; }
-CB() { cli B "$@"; }
-
-# start_node NAME NETNS [SERVE ARGS...]: a daemon in NETNS (network only: its
-# FUSE mounts stay visible here), logging into daemon.log.
-start_node() {
-    local n=$1 ns=$2 h i
-    shift 2
-    h=$(node_home "$n")
-    mkdir -p "$h"
-    echo "==== node $n start $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
-    nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" --http none \
-        --iscsi off --nbd off --nfs off --portmap off "$@" >>"$ARTIFACTS/daemon.log" 2>&1 &
-    PID[$n]=$!
-    for ((i = 0; i < 200; i++)); do
-        _alive "${PID[$n]}" || fail "node $n exited during startup"
-        cli "$n" pool list >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    fail "node $n not ready after 20 s"
-}
-
-kill9_node() {
-    kill -KILL "${PID[$1]}" 2>/dev/null || true
-    wait "${PID[$1]}" 2>/dev/null || true
-    PID[$1]=
-    note "node $1 killed with SIGKILL"
-}
-
-stop_node() {
-    local n=$1 pid=${PID[$1]} rc=0 i
-    kill -TERM "$pid"
-    for ((i = 0; i < 200; i++)); do
-        _alive "$pid" || break
-        sleep 0.1
-    done
-    wait "$pid" || rc=$?
-    PID[$n]=
-    ((rc == 0)) || fail "node $n exited with status $rc after SIGTERM"
-}
-
-_repl_cleanup() {
-    local rc=$? n
-    set +e
-    for n in "${!PID[@]}"; do
-        [[ -n ${PID[$n]} ]] || continue
-        kill -TERM "${PID[$n]}" 2>/dev/null
-        for ((i = 0; i < 50; i++)); do
-            _alive "${PID[$n]}" || break
-            sleep 0.1
-        done
-        kill -KILL "${PID[$n]}" 2>/dev/null
-        wait "${PID[$n]}" 2>/dev/null
-    done
-    ip netns del "$NSA" 2>/dev/null
-    ip netns del "$NSB" 2>/dev/null
-    (exit "$rc")
-    _e2e_cleanup
-}
-trap _repl_cleanup EXIT
-
-# The link: A (IPA) <-veth-> B (IPB), documentation addresses in our own namespaces.
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "vA$$" type veth peer name "vB$$"
-ip link set "vA$$" netns "$NSA"
-ip link set "vB$$" netns "$NSB"
-ip -n "$NSA" addr add "$IPA/24" dev "vA$$"
-ip -n "$NSB" addr add "$IPB/24" dev "vB$$"
-for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
-ip -n "$NSA" link set "vA$$" up
-ip -n "$NSB" link set "vB$$" up
-
+repl_link_up
 start_node A "$NSA"
 start_node B "$NSB" --replication "$TARGET"
 assert_ok CA pool create -s 2G tank "$T/a.img"

@@ -1,4 +1,4 @@
-//! `cachalot mysql snapshot|clone|restore|advise`: argument parsing and output; the
+//! `cachalot mysql snapshot|clone|restore|advise|failover`: argument parsing and output; the
 //! work is in the cachalot-mysql crate.
 //!
 //! Invariant: inside `mysql` subcommands `--socket` is the MySQL server's socket
@@ -14,6 +14,8 @@ use cachalot_api_types::mysql::{MysqlAdvise, MysqlClone, MysqlList, MysqlRestore
 use cachalot_daemon::client::default_socket;
 use cachalot_mysql::advice::Kind;
 use cachalot_mysql::daemon::Daemon;
+use cachalot_mysql::failover::FailoverRequest;
+use cachalot_mysql::server::Credentials;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +32,9 @@ pub enum MysqlCmd {
     Advise(AdviseArgs),
     /// The snapshot sets taken by 'cachalot mysql snapshot' (one line per set)
     List(ListArgs),
+    /// On the target of a replicated MySQL set: break the relationship off here,
+    /// start a server on a clone of the newest replicated set, print its GTID position
+    Failover(FailoverArgs),
 }
 
 #[derive(Args, Debug)]
@@ -100,6 +105,39 @@ pub struct CloneArgs {
     /// FS@SNAP taken by 'cachalot mysql snapshot'
     pub snapshot: String,
     pub newfs: String,
+}
+
+#[derive(Args, Debug)]
+pub struct FailoverArgs {
+    /// Name of the clone the server runs on (default: failover-RELATIONSHIP next
+    /// to the set's first dataset)
+    #[arg(long, value_name = "NEWFS")]
+    pub clone: Option<String>,
+    /// Mount the clone here (DIR/<name> for each dataset); default: mountpoint property
+    #[arg(long, value_name = "DIR")]
+    pub mountpoint: Option<PathBuf>,
+    /// TCP port of the server (127.0.0.1 only; default: no TCP)
+    #[arg(long, value_name = "P")]
+    pub port: Option<u16>,
+    /// Unix socket of the server (default: RUNDIR/mysqld.sock)
+    #[arg(long = "socket", id = "socket", value_name = "S")]
+    pub new_socket: Option<PathBuf>,
+    /// Directory for the server's my.cnf, pid file and error log (default: DATAMOUNT.run)
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// server_id of the server (default: derived from the clone's name)
+    #[arg(long, value_name = "N")]
+    pub server_id: Option<u64>,
+    /// Seconds to wait for the server to answer
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub start_timeout: u64,
+    /// The result as JSON
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+    /// The replication relationship (its name on the source)
+    pub relationship: String,
 }
 
 #[derive(Args, Debug)]
@@ -200,6 +238,7 @@ pub fn run(cmd: MysqlCmd, global_socket: Option<PathBuf>) -> CmdResult {
             a.daemon_socket = a.daemon_socket.or(global_socket);
             list(a)
         }
+        MysqlCmd::Failover(a) => failover(a),
     }
 }
 
@@ -291,6 +330,80 @@ fn clone(a: CloneArgs) -> CmdResult {
         r.prepare.as_secs_f64(),
         r.start.as_secs_f64(),
         r.replication.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn failover(a: FailoverArgs) -> CmdResult {
+    let abs = |p: &Option<PathBuf>| -> Result<Option<PathBuf>, String> {
+        p.as_ref().map(|p| absolute(p)).transpose()
+    };
+    let req = FailoverRequest {
+        relationship: a.relationship,
+        target: a.clone,
+        mountpoint: abs(&a.mountpoint)?,
+        port: a.port,
+        socket: abs(&a.new_socket)?,
+        run_dir: abs(&a.run_dir)?,
+        server_id: a.server_id,
+        creds: Credentials::new(&a.conn.user),
+        start_timeout: Duration::from_secs(a.start_timeout.max(1)),
+    };
+    let mut d = daemon(&a.conn.daemon_socket)?;
+    let r = cachalot_mysql::failover::run(&mut d, &req)?;
+    let server = r.clone.server.as_ref();
+    if a.json {
+        let out = serde_json::json!({
+            "relationship": req.relationship,
+            "snapshot": r.snapshot,
+            "members": r.members,
+            "clones": r.clone.clones.iter().map(|(ds, mp)| serde_json::json!({
+                "name": ds, "mountpoint": mp,
+            })).collect::<Vec<_>>(),
+            "config": r.clone.config,
+            "pid": server.map(|s| s.pid),
+            "socket": server.map(|s| &s.socket),
+            "error_log": server.map(|s| &s.error_log),
+            "recorded_gtid": r.recorded_gtid,
+            "gtid_binlog_pos": r.gtid_binlog_pos,
+            "gtid_current_pos": r.gtid_current_pos,
+            "seconds": r.clone.elapsed.as_secs_f64(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "replication {} broken off here; set {} ({})",
+        req.relationship,
+        r.snapshot,
+        r.members.join(",")
+    );
+    for (ds, mp) in &r.clone.clones {
+        println!("clone {ds} mounted at {}", mp.display());
+    }
+    if let Some(s) = server {
+        println!(
+            "server pid {} socket {} log {}",
+            s.pid,
+            s.socket.display(),
+            s.error_log.display()
+        );
+    }
+    let dash = |g: &str| {
+        if g.is_empty() {
+            "-".to_string()
+        } else {
+            g.to_string()
+        }
+    };
+    println!(
+        "gtid_binlog_pos {}  gtid_current_pos {}  (recorded at the snapshot: {})",
+        dash(&r.gtid_binlog_pos),
+        dash(&r.gtid_current_pos),
+        dash(&r.recorded_gtid)
     );
     Ok(())
 }

@@ -28,9 +28,17 @@ pub enum ReplicationCmd {
     /// Create a relationship: replicate FS to HOST:PORT/FS on a schedule
     Create {
         name: String,
-        /// The filesystem to replicate (on this appliance)
+        /// The filesystem to replicate (on this appliance); with --mysql-socket,
+        /// the MySQL set DATAFS,LOGFS (each goes next to the target FS)
         #[arg(long, value_name = "FS")]
         source: String,
+        /// The source is a MySQL set: each cycle takes a `mysql snapshot` of it
+        /// through the server at this socket
+        #[arg(long, value_name = "SOCK")]
+        mysql_socket: Option<std::path::PathBuf>,
+        /// MySQL user for --mysql-socket (password: the daemon's $MYSQL_PWD)
+        #[arg(long, value_name = "USER", requires = "mysql_socket")]
+        mysql_user: Option<String>,
         /// Where to: HOST:PORT/FS (the other appliance's replication listener)
         #[arg(long, value_name = "HOST:PORT/FS")]
         target: String,
@@ -220,7 +228,12 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             bwlimit,
             pull,
             paused,
+            mysql_socket,
+            mysql_user,
         } => {
+            let mysql_socket = mysql_socket
+                .map(|p| crate::commands::absolute(&p))
+                .transpose()?;
             if pull {
                 return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
             }
@@ -229,6 +242,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 json!({
                     "name": name, "source": source, "target": target,
                     "schedule": schedule, "keep": keep, "bwlimit": bwlimit, "paused": paused,
+                    "mysql_socket": mysql_socket, "mysql_user": mysql_user,
                 }),
             )?;
             Ok(())

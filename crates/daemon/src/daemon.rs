@@ -41,6 +41,7 @@ pub mod nbd;
 pub mod nfs;
 pub mod replication;
 mod replication_cycle;
+mod replication_mysql;
 mod replication_reverse;
 mod replication_serve;
 pub mod replication_stats;

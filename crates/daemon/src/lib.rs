@@ -248,6 +248,9 @@ fn start_replication(
 ) -> anyhow::Result<()> {
     let addr_file = home.join("replication.addr");
     let _ = std::fs::remove_file(&addr_file);
+    let api_socket = std::path::absolute(&opts.socket)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", opts.socket.display()))?;
+    daemon.set_replication_api_socket(&api_socket);
     if let Some(addr) = opts.replication.as_deref().map(str::trim) {
         let bound = daemon.start_replication(addr)?;
         state::write_atomic(&addr_file, format!("{bound}\n").as_bytes(), 0o644)

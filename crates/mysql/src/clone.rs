@@ -205,7 +205,7 @@ async fn plan(daemon: &mut Daemon, req: &CloneRequest) -> Result<Plan, String> {
     })
 }
 
-async fn clone(
+pub(crate) async fn clone(
     daemon: &mut Daemon,
     req: &CloneRequest,
     progress: Progress<'_>,

@@ -16,6 +16,7 @@ pub mod api;
 pub mod clone;
 pub mod config;
 pub mod daemon;
+pub mod failover;
 pub mod paths;
 pub mod policy;
 pub mod process;

@@ -37,6 +37,22 @@ pub struct Relationship {
     pub broken: bool,
     #[serde(default)]
     pub status: Status,
+    /// Set when the source is a MySQL snapshot set: each cycle takes a
+    /// `mysql snapshot` of all its members at once and replicates each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mysql: Option<MysqlSet>,
+}
+
+/// The MySQL side of a relationship whose source is a MySQL snapshot set.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct MysqlSet {
+    /// Every dataset of the set, the one with the datadir first (it is the
+    /// relationship's `source`).
+    pub members: Vec<String>,
+    /// The server's unix socket, to quiesce it for each cycle's snapshot.
+    pub socket: String,
+    /// The MySQL user that quiesces it (password: the daemon's $MYSQL_PWD).
+    pub user: String,
 }
 
 /// What the cycles did (kept with the relationship, so it survives restarts).
@@ -100,7 +116,55 @@ pub fn snapshot_prefix(name: &str) -> String {
     format!("repl-{name}-")
 }
 
+/// The last component of a dataset name.
+fn leaf(ds: &str) -> &str {
+    ds.rsplit('/').next().unwrap_or(ds)
+}
+
+/// (source, target filesystem) of every member of a MySQL set replicated to
+/// `target_fs`: the first member goes to `target_fs`, each other one to the
+/// sibling of `target_fs` named like the member (`tank/db/data,tank/db/log`
+/// to `tank/dr/data` gives `tank/dr/data`, `tank/dr/log`). Refuses a target
+/// without a parent and two members that would land on one target.
+pub fn member_targets(
+    members: &[String],
+    target_fs: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let Some((first, rest)) = members.split_first() else {
+        return Err("a MySQL set needs at least one dataset".into());
+    };
+    let mut out = vec![(first.clone(), target_fs.to_string())];
+    if !rest.is_empty() {
+        let Some((parent, _)) = target_fs.rsplit_once('/') else {
+            return Err(format!(
+                "target '{target_fs}' of a MySQL set must have a parent: the other members go next to it"
+            ));
+        };
+        for m in rest {
+            out.push((m.clone(), format!("{parent}/{}", leaf(m))));
+        }
+    }
+    for (i, (s, t)) in out.iter().enumerate() {
+        if let Some((s0, _)) = out[..i].iter().find(|(s0, t0)| t0 == t || s0 == s) {
+            return Err(format!(
+                "members '{s0}' and '{s}' of the MySQL set would both replicate to '{t}'"
+            ));
+        }
+    }
+    Ok(out)
+}
+
 impl Relationship {
+    /// (source, target filesystem) of every dataset the relationship
+    /// replicates: one pair, or one per member of a MySQL set.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        match &self.mysql {
+            Some(m) => member_targets(&m.members, &self.target_fs)
+                .unwrap_or_else(|_| vec![(self.source.clone(), self.target_fs.clone())]),
+            None => vec![(self.source.clone(), self.target_fs.clone())],
+        }
+    }
+
     /// `HOST:PORT/FS`.
     pub fn target(&self) -> String {
         format!("{}/{}", self.target_addr, self.target_fs)
@@ -171,6 +235,26 @@ mod tests {
     }
 
     #[test]
+    fn mysql_members_go_next_to_the_target() {
+        let m = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            member_targets(&m(&["tank/db/data", "tank/db/log"]), "tank/dr/data").unwrap(),
+            vec![
+                ("tank/db/data".into(), "tank/dr/data".into()),
+                ("tank/db/log".into(), "tank/dr/log".into())
+            ]
+        );
+        assert_eq!(
+            member_targets(&m(&["tank/db"]), "tank").unwrap(),
+            vec![("tank/db".into(), "tank".into())]
+        );
+        assert!(member_targets(&m(&["tank/db/data", "tank/db/log"]), "tank").is_err());
+        assert!(member_targets(&m(&["a/x/data", "b/y/data"]), "t/dr/data").is_err());
+        assert!(member_targets(&m(&["a/data", "a/data"]), "t/dr/x").is_err());
+        assert!(member_targets(&m(&[]), "t/dr").is_err());
+    }
+
+    #[test]
     fn lagging_past_twice_the_schedule_unless_stopped() {
         let mut r = Relationship {
             name: "r".into(),
@@ -183,6 +267,7 @@ mod tests {
             paused: false,
             broken: false,
             status: Status::default(),
+            mysql: None,
         };
         assert!(
             !r.lagging(1_000),

@@ -9,6 +9,9 @@
 //! - `cert.der`, `key.der` (0600): this appliance's key, made at first use.
 //! - `peers.json`: the pinned peers, `{fingerprint, address, paired}`.
 //! - `relationships.json`: every relationship with its last status.
+//! - `broken_here.json`: relationships this appliance is the target of and
+//!   has broken off itself (`mysql failover`): their cycles are refused here
+//!   until the source resyncs them.
 //!
 //! Invariants:
 //! - Files are replaced atomically (`state::write_atomic`) under the mutex of
@@ -22,7 +25,7 @@
 use super::{Daemon, OpResult};
 use crate::proto::{validate_dataset_name, Args};
 use crate::state::write_atomic;
-use cachalot_replication::relationship::{self, Relationship, DEFAULT_KEEP};
+use cachalot_replication::relationship::{self, MysqlSet, Relationship, DEFAULT_KEEP};
 use cachalot_replication::tls::Identity;
 use cachalot_replication::{pair, retention};
 use parking_lot::Mutex;
@@ -57,6 +60,11 @@ pub struct Replication {
     /// Live pairing tokens and when they expire (memory only: a restart ends them).
     tokens: Mutex<Vec<(String, u64)>>,
     pub(super) timeout: Duration,
+    /// The daemon's own API socket: a MySQL set's cycle takes its `mysql
+    /// snapshot` through the API, as the CLI does (set when serving).
+    api_socket: Mutex<Option<PathBuf>>,
+    /// Relationships broken off on this side, as their target (names).
+    broken_here: Mutex<Vec<String>>,
 }
 
 pub(super) fn now() -> u64 {
@@ -81,6 +89,7 @@ impl Replication {
         let dir = home.join("replication");
         let peers: Vec<Peer> = read_json(&dir.join("peers.json"))?;
         let list: Vec<Relationship> = read_json(&dir.join("relationships.json"))?;
+        let broken_here: Vec<String> = read_json(&dir.join("broken_here.json"))?;
         let timeout = std::env::var("CACHALOT_REPL_TIMEOUT")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -95,7 +104,21 @@ impl Replication {
             cycles: Mutex::new(BTreeMap::new()),
             tokens: Mutex::new(Vec::new()),
             timeout,
+            api_socket: Mutex::new(None),
+            broken_here: Mutex::new(broken_here),
         })
+    }
+
+    /// Record the daemon's API socket (see `api_socket`).
+    fn set_api_socket(&self, path: &Path) {
+        *self.api_socket.lock() = Some(path.to_path_buf());
+    }
+
+    pub(super) fn api_socket(&self) -> Result<PathBuf, String> {
+        self.api_socket
+            .lock()
+            .clone()
+            .ok_or_else(|| "the daemon serves no API socket: cannot take a MySQL snapshot".into())
     }
 
     fn ensure_dir(&self) -> Result<(), String> {
@@ -199,6 +222,35 @@ impl Replication {
         }
     }
 
+    /// Mark (or, `broken` false, unmark) relationship `name` as broken off
+    /// on this side, durably; returns whether that changed anything.
+    pub(super) fn set_broken_here(&self, name: &str, broken: bool) -> Result<bool, String> {
+        let mut list = self.broken_here.lock();
+        if list.iter().any(|n| n == name) == broken {
+            return Ok(false);
+        }
+        let mut next: Vec<String> = list.iter().filter(|n| *n != name).cloned().collect();
+        if broken {
+            next.push(name.to_string());
+        }
+        self.ensure_dir()?;
+        let data = serde_json::to_vec_pretty(&next).map_err(|e| e.to_string())?;
+        write_atomic(&self.dir.join("broken_here.json"), &data, 0o600)
+            .map_err(|e| format!("cannot store the relationships broken off here: {e}"))?;
+        *list = next;
+        Ok(true)
+    }
+
+    /// Refuse a request of relationship `name` if it was broken off here.
+    pub(super) fn check_not_broken_here(&self, name: &str) -> Result<(), String> {
+        if self.broken_here.lock().iter().any(|n| n == name) {
+            return Err(format!(
+                "broken off on the target by mysql failover there; `cachalot replication resync {name}` on the source rolls the target back and resumes it"
+            ));
+        }
+        Ok(())
+    }
+
     fn save_rels(&self, rels: &BTreeMap<String, Relationship>) -> Result<(), String> {
         self.ensure_dir()?;
         let list: Vec<&Relationship> = rels.values().collect();
@@ -284,7 +336,15 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     (
         "repl.create",
         &[
-            "name", "source", "target", "schedule", "keep", "bwlimit", "paused",
+            "name",
+            "source",
+            "target",
+            "schedule",
+            "keep",
+            "bwlimit",
+            "paused",
+            "mysql_socket",
+            "mysql_user",
         ],
     ),
     ("repl.list", &["name"]),
@@ -295,9 +355,15 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.break", &["name"]),
     ("repl.resync", &["name", "force"]),
     ("repl.reverse", &["name", "address", "force"]),
+    ("repl.break_here", &["name"]),
 ];
 
 impl Daemon {
+    /// The daemon's API socket, for a MySQL set's cycles (see `Replication`).
+    pub fn set_replication_api_socket(&self, path: &Path) {
+        self.replication.set_api_socket(path);
+    }
+
     pub(super) fn repl_op(&self, op: &str, a: &Args) -> OpResult {
         let r = &self.replication;
         match op {
@@ -322,6 +388,15 @@ impl Daemon {
                 Ok(Value::Null)
             }
             "repl.destroy" => self.repl_destroy(&a.str("name")?),
+            "repl.break_here" => {
+                // On the target (mysql failover): refuse the source's cycles.
+                let name = a.str("name")?;
+                relationship::check_name(&name)?;
+                if r.set_broken_here(&name, true)? {
+                    super::log(format!("replication {name}: broken off here (target side)"));
+                }
+                Ok(Value::Null)
+            }
             "repl.break" => self.repl_break(&a.str("name")?),
             "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             "repl.reverse" => {
@@ -334,10 +409,39 @@ impl Daemon {
     fn repl_create(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         relationship::check_name(&name)?;
-        let source = a.str("source")?;
-        validate_dataset_name(&source)?;
+        let sources: Vec<String> = a
+            .str("source")?
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect();
+        for s in &sources {
+            validate_dataset_name(s)?;
+        }
         let (target_addr, target_fs) = relationship::parse_target(&a.str("target")?)?;
         validate_dataset_name(&target_fs)?;
+        let mysql = match a.opt_str("mysql_socket")? {
+            Some(socket) if socket.starts_with('/') => Some(MysqlSet {
+                members: sources.clone(),
+                socket,
+                user: a.opt_str("mysql_user")?.unwrap_or_else(|| "root".into()),
+            }),
+            Some(socket) => {
+                return Err(format!(
+                    "MySQL socket '{socket}' must be an absolute path (the daemon resolves it)"
+                ))
+            }
+            None if sources.len() > 1 => {
+                return Err(format!(
+                    "source '{}' lists several datasets: that is a MySQL set, give its server's --mysql-socket",
+                    sources.join(",")
+                ))
+            }
+            None => None,
+        };
+        if let Some(m) = &mysql {
+            relationship::member_targets(&m.members, &target_fs)?;
+        }
+        let source = sources[0].clone();
         let schedule = match a.opt_str("schedule")? {
             None => 300,
             Some(s) => retention::duration(&s)
@@ -349,10 +453,10 @@ impl Daemon {
             .unwrap_or_else(|| DEFAULT_KEEP.to_string());
         retention::parse_keep(&keep)?;
         let bwlimit = a.opt_size("bwlimit")?.filter(|&b| b > 0);
-        // The source must exist now; the target is checked at the first cycle.
-        self.ds_store(&source)?
-            .dataset(&source)
-            .map_err(super::se)?;
+        // The sources must exist now; the target is checked at the first cycle.
+        for s in &sources {
+            self.ds_store(s)?.dataset(s).map_err(super::se)?;
+        }
         let rel = Relationship {
             name: name.clone(),
             source,
@@ -364,6 +468,7 @@ impl Daemon {
             paused: a.bool("paused")?,
             broken: false,
             status: Default::default(),
+            mysql,
         };
         let r = &self.replication;
         let mut rels = r.rels.lock();
@@ -392,6 +497,7 @@ impl Daemon {
                 json!({
                     "name": rel.name,
                     "source": rel.source,
+                    "members": rel.mysql.as_ref().map(|m| &m.members),
                     "target": rel.target(),
                     "state": rel.state(r.is_running(&rel.name)),
                     "lag": rel.lag(t),

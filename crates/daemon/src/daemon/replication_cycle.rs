@@ -15,6 +15,11 @@
 //!    one (the newest common snapshot is always held on both sides);
 //! 7. apply R's retention grid on both sides.
 //!
+//! A MySQL set (`replication_mysql.rs`) is replicated leg by leg, one leg per
+//! member: steps 1-3 for every leg first, then one `mysql snapshot` of all
+//! members (step 4), steps 5-6 for every leg, the set's record copied to the
+//! target, and step 7 for every leg.
+//!
 //! Invariants: nothing on the target is destroyed or rolled back by a cycle
 //! except R's own unheld snapshots by retention; a cycle that fails at any
 //! step leaves both sides as consistent as before (at worst an extra source
@@ -22,6 +27,7 @@
 //! cycle uses or discards).
 
 use super::replication::{hold_tag, now};
+use super::replication_mysql::send_mysql_record;
 use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_datasets::resume::ResumeToken;
 use cachalot_datasets::{Store, StoreError, StreamStats};
@@ -158,44 +164,65 @@ impl Daemon {
 
     fn cycle(&self, rel: &Relationship) -> Result<Report, String> {
         let t0 = Instant::now();
-        let store = self.ds_store(&rel.source)?;
-        store.dataset(&rel.source).map_err(se)?;
+        // One leg per replicated dataset (several for a MySQL set), each a
+        // copy of `rel` with its own source and target filesystem.
+        let legs: Vec<Relationship> = rel
+            .pairs()
+            .into_iter()
+            .map(|(source, target_fs)| Relationship {
+                source,
+                target_fs,
+                ..rel.clone()
+            })
+            .collect();
+        let mut stores = Vec::new();
+        for leg in &legs {
+            let store = self.ds_store(&leg.source)?;
+            store.dataset(&leg.source).map_err(se)?;
+            stores.push(store);
+        }
         let mut link = self.connect_peer(&rel.target_addr)?;
-        let state_req = json!({ "op": "state", "fs": rel.target_fs });
-        let mut st = link.request(&state_req)?;
         let mut bytes = 0;
         let mut messages = Vec::new();
-        if let Some(tok) = st["token"].as_str().map(str::to_string) {
-            match honourable(&store, rel, &tok) {
-                Ok(snap) => {
-                    bytes += transfer(&mut link, rel, |w| store.send_resume(&tok, w, &mut |_| {}))?;
-                    messages.push(format!("resumed the interrupted transfer of '{snap}'"));
-                }
-                Err(why) => {
-                    link.request(&json!({ "op": "abort", "fs": rel.target_fs }))?;
-                    let m = format!("discarded the target's resume token: {why}");
-                    log(format!("replication {}: {m}", rel.name));
-                    messages.push(m);
-                }
-            }
-            st = link.request(&state_req)?;
-        }
         // Refusals come before the snapshot: a refused cycle changes nothing.
-        let from = common_base(&store, rel, &st)?;
-        let snap = take_snapshot(&store, rel)?;
-        let full = format!("{}@{snap}", rel.source);
-        let from_full = from.map(|f| format!("{}@{f}", rel.source));
-        bytes += transfer(&mut link, rel, |w| {
-            store.send(&full, from_full.as_deref(), w, &mut |_| {})
-        })?;
-        link.request(
-            &json!({ "op": "hold", "fs": rel.target_fs, "snap": snap, "name": rel.name }),
-        )?;
-        self.move_hold(&store, &rel.source, &snap, &hold_tag(&rel.name))?;
-        link.request(
-            &json!({ "op": "prune", "fs": rel.target_fs, "name": rel.name, "keep": rel.keep }),
-        )?;
-        self.prune(&store, &rel.source, &rel.name, &rel.keep)?;
+        let mut bases = Vec::new();
+        for (leg, store) in legs.iter().zip(&stores) {
+            let (sent, base) = prepare_leg(&mut link, store, leg, &mut messages)?;
+            bytes += sent;
+            bases.push(base);
+        }
+        let snap = match &rel.mysql {
+            Some(m) => self.mysql_cycle_snapshot(rel, m, &stores)?,
+            None => {
+                let name = cycle_snapshot_name(&stores, rel)?;
+                stores[0]
+                    .snapshot(&[format!("{}@{name}", rel.source)])
+                    .map_err(se)?;
+                name
+            }
+        };
+        for ((leg, store), from) in legs.iter().zip(&stores).zip(&bases) {
+            let full = format!("{}@{snap}", leg.source);
+            let from_full = from.as_ref().map(|f| format!("{}@{f}", leg.source));
+            bytes += transfer(&mut link, leg, |w| {
+                store.send(&full, from_full.as_deref(), w, &mut |_| {})
+            })?;
+            link.request(
+                &json!({ "op": "hold", "fs": leg.target_fs, "snap": snap, "name": rel.name }),
+            )?;
+            self.move_hold(store, &leg.source, &snap, &hold_tag(&rel.name))?;
+        }
+        if rel.mysql.is_some() {
+            // Last: a set on the target carries its record only once every
+            // member has arrived, so a record there names a complete set.
+            send_mysql_record(&mut link, &stores[0], &legs, &snap)?;
+        }
+        for (leg, store) in legs.iter().zip(&stores) {
+            link.request(
+                &json!({ "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep }),
+            )?;
+            self.prune(store, &leg.source, &rel.name, &rel.keep)?;
+        }
         Ok(Report {
             snapshot: snap,
             bytes,
@@ -276,6 +303,8 @@ impl Daemon {
                     .map_err(ctx)?;
             }
         }
+        link.request(&json!({ "op": "resume_here", "name": name }))
+            .map_err(ctx)?;
         self.replication.update(name, |x| {
             x.broken = false;
             x.status.last_error = None;
@@ -332,6 +361,36 @@ impl Daemon {
     }
 }
 
+/// Before a cycle's snapshot, for one leg: finish or discard the target's
+/// interrupted transfer, then find the newest common snapshot (the base of
+/// the increment; `None`: a full send). Returns the bytes resumed and the base.
+fn prepare_leg(
+    link: &mut Link,
+    store: &Store,
+    leg: &Relationship,
+    messages: &mut Vec<String>,
+) -> Result<(u64, Option<String>), String> {
+    let state_req = json!({ "op": "state", "fs": leg.target_fs });
+    let mut st = link.request(&state_req)?;
+    let mut bytes = 0;
+    if let Some(tok) = st["token"].as_str().map(str::to_string) {
+        match honourable(store, leg, &tok) {
+            Ok(snap) => {
+                bytes += transfer(link, leg, |w| store.send_resume(&tok, w, &mut |_| {}))?;
+                messages.push(format!("resumed the interrupted transfer of '{snap}'"));
+            }
+            Err(why) => {
+                link.request(&json!({ "op": "abort", "fs": leg.target_fs }))?;
+                let m = format!("discarded the target's resume token: {why}");
+                log(format!("replication {}: {m}", leg.name));
+                messages.push(m);
+            }
+        }
+        st = link.request(&state_req)?;
+    }
+    Ok((bytes, common_base(store, leg, &st)?))
+}
+
 /// Check that the source can continue the stream of a target's resume
 /// token; returns the snapshot it resumes, or why it cannot.
 fn honourable(store: &Store, rel: &Relationship, token: &str) -> Result<String, String> {
@@ -364,22 +423,28 @@ fn honourable(store: &Store, rel: &Relationship, token: &str) -> Result<String, 
     Ok(t.snapshot)
 }
 
-/// Take the cycle's snapshot `repl-NAME-YYYYMMDD-HHMMSS` (waiting for the
-/// next second if this one's name is taken); returns its name.
-fn take_snapshot(store: &Store, rel: &Relationship) -> Result<String, String> {
+/// The name of this cycle's snapshot, `repl-NAME-YYYYMMDD-HHMMSS`, free on
+/// every source dataset of `rel` (waiting for the next second if this one's
+/// is taken).
+pub(super) fn cycle_snapshot_name(
+    stores: &[Arc<Store>],
+    rel: &Relationship,
+) -> Result<String, String> {
     for _ in 0..8 {
         let name = format!(
             "{}{}",
             snapshot_prefix(&rel.name),
             cachalot_analytics::query::compact_utc(now())
         );
-        let full = format!("{}@{name}", rel.source);
-        if store.snapshot_guid(&full).is_ok() {
-            std::thread::sleep(Duration::from_millis(400));
-            continue;
+        let taken = rel
+            .pairs()
+            .iter()
+            .zip(stores)
+            .any(|((src, _), store)| store.snapshot_guid(&format!("{src}@{name}")).is_ok());
+        if !taken {
+            return Ok(name);
         }
-        store.snapshot(&[full]).map_err(se)?;
-        return Ok(name);
+        std::thread::sleep(Duration::from_millis(400));
     }
     Err("cannot name the cycle's snapshot (the clock does not move?)".into())
 }

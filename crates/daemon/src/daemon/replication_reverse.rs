@@ -31,6 +31,11 @@ impl Daemon {
         let _cycle = lock.lock();
         let rel = r.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
+        if rel.mysql.is_some() {
+            return Err(ctx(
+                "reversing a MySQL set is not supported yet: create a relationship per dataset on the target instead".into(),
+            ));
+        }
         if !rel.broken {
             return Err(ctx(format!(
                 "the relationship is live: break it first (cachalot replication break {name}) so that {} is the only writer",
@@ -163,6 +168,7 @@ impl Daemon {
             paused: false,
             broken: false,
             status: Default::default(),
+            mysql: None,
         };
         rel.status.last_snapshot = req["common"].as_str().map(str::to_string);
         r.pin(peer_fp, Some(&target_addr))?;

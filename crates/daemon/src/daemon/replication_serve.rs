@@ -5,7 +5,9 @@
 //! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
-//! keep}`, `rollback {fs, snap}` (resync: destroys the newer snapshots; only
+//! keep}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
+//! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
+//! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
 //! to a snapshot a relationship holds). An unpaired
 //! peer may only `pair {proof}`.
 //!
@@ -302,6 +304,7 @@ impl Daemon {
                 let fs = Self::fs_arg(req, "fs")?;
                 let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
                 let rel = req["name"].as_str().ok_or("request without 'name'")?;
+                self.replication.check_not_broken_here(rel)?;
                 let store = self.ds_store(&fs)?;
                 self.move_hold(&store, &fs, snap, &super::replication::hold_tag(rel))?;
                 Ok(Value::Null)
@@ -310,9 +313,24 @@ impl Daemon {
                 let fs = Self::fs_arg(req, "fs")?;
                 let rel = req["name"].as_str().ok_or("request without 'name'")?;
                 cachalot_replication::relationship::check_name(rel)?;
+                self.replication.check_not_broken_here(rel)?;
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
                 let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
                 Ok(json!({ "destroyed": gone }))
+            }
+            "resume_here" => {
+                // The source resynced a relationship broken off here.
+                let rel = req["name"].as_str().ok_or("request without 'name'")?;
+                if self.replication.set_broken_here(rel, false)? {
+                    log(format!("replication {rel}: resumed here by a resync"));
+                }
+                Ok(Value::Null)
+            }
+            "mysql_record" => {
+                let fs = Self::fs_arg(req, "fs")?;
+                let rel = req["name"].as_str().ok_or("request without 'name'")?;
+                self.replication.check_not_broken_here(rel)?;
+                self.serve_mysql_record(&fs, req)
             }
             "rollback" => {
                 let fs = Self::fs_arg(req, "fs")?;
@@ -333,6 +351,7 @@ impl Daemon {
                     ));
                 }
                 store.rollback(&full, true).map_err(se)?;
+
                 log(format!(
                     "replication: rolled '{fs}' back to '{full}' (resync)"
                 ));
@@ -345,6 +364,9 @@ impl Daemon {
     /// `receive {fs}`: answer go, take the stream (resumably), answer the outcome.
     fn serve_receive(&self, req: &Value, link: &mut Link) -> Result<Value, String> {
         let fs = Self::fs_arg(req, "fs")?;
+        if let Some(rel) = req["rel"].as_str() {
+            self.replication.check_not_broken_here(rel)?;
+        }
         let store = self.ds_store(&fs)?;
         if fs == store.name() {
             return Err(format!(

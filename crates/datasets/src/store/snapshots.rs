@@ -408,7 +408,9 @@ impl Store {
         let mut all: Vec<String> = ["type", "creation", "used", "referenced", "written"]
             .map(String::from)
             .to_vec();
-        all.extend(user.keys().cloned());
+        // Holds live among the snapshot's properties (`%hold:TAG`): not user
+        // properties, so not listed (`get all` of a held snapshot failed on them).
+        all.extend(user.keys().filter(|k| props::is_user_prop(k)).cloned());
         let list: Vec<String> = match which {
             Some(w) if !w.iter().any(|p| p == "all") => w.to_vec(),
             _ => all,

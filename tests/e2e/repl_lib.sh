@@ -1,0 +1,117 @@
+# shellcheck shell=bash
+# Two (or three) appliances for the replication e2e tests (sourced after
+# lib.sh): daemons in network namespaces of their own, joined by a veth pair
+# (real TCP over TLS between them). Their FUSE mounts stay visible here (the
+# namespaces are network only).
+#
+#   repl_link_up            namespaces $NSA and $NSB, $IPA <-veth-> $IPB
+#   start_node N NS [ARGS]  a daemon "N" (A, B, C) in namespace NS, home
+#                           $(node_home N), logging into daemon.log
+#   stop_node N / kill9_node N
+#   cli N ARGS / CA ARGS / CB ARGS   the CLI of node N, A, B
+#   repl_pair               pair A with B's listener at $TARGET
+#
+# $T is a temp dir for the test; B's replication listener is $TARGET.
+# At exit the functions named in REPL_CLEANUP_HOOKS run first (to stop what
+# uses the daemons' mounts), then every node is stopped and the namespaces go.
+
+C=$CACHALOT
+T=$(mktmp)
+NSA=crepA$$
+NSB=crepB$$
+IPA=198.51.100.201
+IPB=198.51.100.202
+PORT=7480
+TARGET=$IPB:$PORT
+# A cut link must be noticed within seconds, not the default 30.
+export CACHALOT_REPL_TIMEOUT=3
+declare -A PID
+REPL_CLEANUP_HOOKS=()
+
+# node_home NAME: the daemon home of node NAME.
+node_home() { echo "$T/home$1"; }
+cli() {
+    local n=$1
+    shift
+    "$C" --socket "$(node_home "$n")/s.sock" "$@"
+}
+CA() { cli A "$@"; }
+CB() { cli B "$@"; }
+
+start_node() {
+    local n=$1 ns=$2 h i
+    shift 2
+    h=$(node_home "$n")
+    mkdir -p "$h"
+    echo "==== node $n start $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
+    nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" --http none \
+        --iscsi off --nbd off --nfs off --portmap off "$@" >>"$ARTIFACTS/daemon.log" 2>&1 &
+    PID[$n]=$!
+    for ((i = 0; i < 200; i++)); do
+        _alive "${PID[$n]}" || fail "node $n exited during startup"
+        cli "$n" pool list >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "node $n not ready after 20 s"
+}
+
+kill9_node() {
+    kill -KILL "${PID[$1]}" 2>/dev/null || true
+    wait "${PID[$1]}" 2>/dev/null || true
+    PID[$1]=
+    note "node $1 killed with SIGKILL"
+}
+
+stop_node() {
+    local n=$1 pid=${PID[$1]} rc=0 i
+    kill -TERM "$pid"
+    for ((i = 0; i < 200; i++)); do
+        _alive "$pid" || break
+        sleep 0.1
+    done
+    wait "$pid" || rc=$?
+    PID[$n]=
+    ((rc == 0)) || fail "node $n exited with status $rc after SIGTERM"
+}
+
+_repl_cleanup() {
+    local rc=$? n h i
+    set +e
+    for h in "${REPL_CLEANUP_HOOKS[@]}"; do "$h"; done
+    for n in "${!PID[@]}"; do
+        [[ -n ${PID[$n]} ]] || continue
+        kill -TERM "${PID[$n]}" 2>/dev/null
+        for ((i = 0; i < 50; i++)); do
+            _alive "${PID[$n]}" || break
+            sleep 0.1
+        done
+        kill -KILL "${PID[$n]}" 2>/dev/null
+        wait "${PID[$n]}" 2>/dev/null
+    done
+    ip netns del "$NSA" 2>/dev/null
+    ip netns del "$NSB" 2>/dev/null
+    (exit "$rc")
+    _e2e_cleanup
+}
+trap _repl_cleanup EXIT
+
+# The link: A (IPA) <-veth-> B (IPB), documentation addresses in our own namespaces.
+repl_link_up() {
+    local ns
+    ip netns add "$NSA"
+    ip netns add "$NSB"
+    ip link add "vA$$" type veth peer name "vB$$"
+    ip link set "vA$$" netns "$NSA"
+    ip link set "vB$$" netns "$NSB"
+    ip -n "$NSA" addr add "$IPA/24" dev "vA$$"
+    ip -n "$NSB" addr add "$IPB/24" dev "vB$$"
+    for ns in "$NSA" "$NSB"; do ip -n "$ns" link set lo up; done
+    ip -n "$NSA" link set "vA$$" up
+    ip -n "$NSB" link set "vB$$" up
+}
+
+repl_pair() {
+    local tok
+    tok=$(assert_ok CB replication pair)
+    assert_ok CA replication pair "$TARGET" "$tok" >/dev/null
+}

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# timeout: 240
+# Replication of a MySQL set and `cachalot mysql failover` on the target: two
+# appliances in network namespaces joined by a veth (repl_lib.sh); MariaDB on
+# A's FUSE mounts (tank/mysql/data 16K, tank/mysql/log 128K) under a sysbench
+# write load; relationship `db` created with --mysql-socket, so each cycle takes
+# a `mysql snapshot` of data and log together and replicates both, the record
+# (GTID position, members renamed) following on B's snapshots. After a few
+# cycles, `mysql failover db` on B breaks the relationship off there (A's next
+# cycle is refused with one line) and starts MariaDB on a clone of the newest
+# replicated set: CHECK TABLE is clean on every table, CHECKSUM TABLE of every
+# table equals that of a server started on A's own clone of the same snapshot,
+# and the GTID position it prints is the one recorded at the snapshot.
+# Errors name the relationship: none replicated here, not a MySQL set,
+# MariaDB failing to start.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/e2e/fuse_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/fuse_lib.sh"
+# shellcheck source=tests/e2e/repl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
+
+command -v mariadbd >/dev/null || fail "mariadb-server is not installed"
+command -v sysbench >/dev/null || fail "sysbench is not installed"
+
+# Servers started by `mysql clone|failover` outlive the CLI; they and the
+# source server go before the daemons that hold their files.
+SERVER_PIDS=()
+SBPID=
+_stop_servers() {
+    local p
+    [[ -n $SBPID ]] && kill "$SBPID" 2>/dev/null
+    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do kill -KILL "$p" 2>/dev/null; done
+    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do
+        while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+    done
+    find "$T" -maxdepth 3 -name error.log -path '*.run/*' -exec cp {} "$ARTIFACTS/" \; 2>/dev/null
+    [[ -n ${MY_ERRLOG:-} && -f $MY_ERRLOG ]] && cp "$MY_ERRLOG" "$ARTIFACTS/mariadb-error.log"
+}
+REPL_CLEANUP_HOOKS+=(_stop_servers)
+
+on() {
+    local s=$1
+    shift
+    mariadb -S "$s" -uroot -N -B -e "$*"
+}
+
+# checksums SOCK: "table checksum" of every sbtest table of the server at SOCK.
+checksums() {
+    local t
+    for t in $(on "$1" "select table_name from information_schema.tables where table_schema='sbtest' order by 1"); do
+        on "$1" "checksum table sbtest.$t"
+    done
+}
+
+# mysql_on N SUBCOMMAND ARGS...: `cachalot mysql` on node N (inside `mysql`
+# subcommands --socket is the MySQL server's: the daemon's is --daemon-socket).
+mysql_on() {
+    local n=$1 sub=$2
+    shift 2
+    "$C" mysql "$sub" --daemon-socket "$(node_home "$n")/s.sock" "$@"
+}
+
+repl_link_up
+start_node A "$NSA"
+start_node B "$NSB" --replication "$TARGET"
+assert_ok CA pool create -s 2G tank "$T/a.img"
+assert_ok CB pool create -s 2G tank "$T/b.img"
+repl_pair
+
+note "MariaDB on A's datasets, sysbench tables"
+for m in data:16K log:128K; do
+    assert_ok CA create -p -o "recordsize=${m#*:}" "tank/mysql/${m%:*}"
+    mkdir -p "$T/src/${m%:*}"
+    assert_ok CA mount "tank/mysql/${m%:*}" "$T/src/${m%:*}"
+done
+mariadb_init "$T/src/data" "$T/src/log" "$T/src/run"
+mariadb_start
+sql "create database sbtest"
+SB=(sysbench oltp_write_only --mysql-socket="$MY_SOCK" --mysql-user=root
+    --tables=3 --table-size=10000 --rand-type=uniform)
+"${SB[@]}" prepare >"$ARTIFACTS/sb-prepare.log" 2>&1 || fail "sysbench prepare failed"
+
+note "relationship db: the MySQL set tank/mysql/data,log to B's tank/dr"
+assert_ok CB create tank/dr
+assert_fails CA replication create bad --source tank/mysql/data,tank/mysql/log --target "$TARGET/tank/dr/data"
+assert_contains "$LAST_STDERR" "--mysql-socket" "a set without its server"
+assert_fails CA replication create bad --source tank/mysql/data,tank/mysql/log \
+    --mysql-socket "$MY_SOCK" --target "$TARGET/dr"
+assert_contains "$LAST_STDERR" "must have a parent" "set target without a parent"
+assert_ok CA replication create db --source tank/mysql/data,tank/mysql/log \
+    --mysql-socket "$MY_SOCK" --target "$TARGET/tank/dr/data" --schedule 1h --keep "1h:every 5m" --paused
+
+note "cycles under a sysbench write load"
+"${SB[@]}" --threads=4 --time=60 --rate=300 run >"$ARTIFACTS/sb-run.log" 2>&1 &
+SBPID=$!
+sleep 2
+for i in 1 2 3; do
+    out=$(assert_ok CA replication run db)
+    note "cycle $i: $out"
+    sleep 2
+done
+SNAP=$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+note "last replicated set: $SNAP"
+for ds in data log; do
+    assert_contains "$(CB list -H -t snapshot -o name "tank/dr/$ds")" "tank/dr/$ds@$SNAP" "B has $ds@$SNAP"
+    assert_eq "$(CB get -H -o value cachalot.mysql:members "tank/dr/$ds@$SNAP")" \
+        "tank/dr/data,tank/dr/log" "record on B's $ds@$SNAP names B's datasets"
+done
+GTID=$(CA get -H -o value cachalot.mysql:gtid "tank/mysql/data@$SNAP")
+[[ $GTID =~ ^[0-9]+-[0-9]+-[0-9]+ ]] || fail "no GTID recorded on A's set: '$GTID'"
+assert_eq "$(CB get -H -o value cachalot.mysql:gtid "tank/dr/log@$SNAP")" "$GTID" "GTID on B's set"
+kill "$SBPID" 2>/dev/null || true
+wait "$SBPID" 2>/dev/null || true
+SBPID=
+note "GTID at $SNAP: $GTID (source now at $(sql "select @@gtid_binlog_pos"))"
+
+note "A's own clone of $SNAP: the expected contents"
+out=$(assert_ok mysql_on A clone "tank/mysql/data@$SNAP" tank/check --mountpoint "$T/check" --start)
+SERVER_PIDS+=("$(awk '$1 == "server" && $2 == "pid" { print $3 }' <<<"$out")")
+CHECK_SOCK=$T/check/data.run/mysqld.sock
+checksums "$CHECK_SOCK" >"$T/expected"
+[[ $(wc -l <"$T/expected") == 3 ]] || fail "expected 3 sbtest tables: $(cat "$T/expected")"
+assert_eq "$(on "$CHECK_SOCK" "select @@gtid_binlog_pos")" "$GTID" "A's clone ends at the recorded GTID"
+# The load went on after the snapshot: equal checksums below are the snapshot's,
+# not those of any state of the tables.
+if diff -q "$T/expected" <(checksums "$MY_SOCK") >/dev/null; then
+    fail "the source's tables did not change after $SNAP: the comparison would prove nothing"
+fi
+
+note "failover errors name the relationship"
+assert_fails mysql_on B failover nope
+assert_contains "$LAST_STDERR" "no replicated snapshot set of relationship 'nope'" "unknown relationship"
+assert_ok CA create tank/plain
+assert_ok CA replication create plain --source tank/plain --target "$TARGET/tank/plain" --paused
+assert_ok CA replication run plain >/dev/null
+assert_fails mysql_on B failover plain
+assert_contains "$LAST_STDERR" "'plain' is not a MySQL set" "plain relationship"
+assert_fails mysql_on B failover --clone tank/dr/bad --mountpoint "$T/bad" \
+    --socket "$T/no/such/dir/x.sock" --start-timeout 20 db
+assert_contains "$LAST_STDERR" "mysql failover db: cannot start MariaDB" "server that cannot start"
+[[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
+
+note "failover on B"
+json=$(assert_ok mysql_on B failover --mountpoint "$T/fo" --json db)
+echo "$json" >"$ARTIFACTS/failover.json"
+SERVER_PIDS+=("$(jq -r .pid <<<"$json")")
+FO_SOCK=$(jq -r .socket <<<"$json")
+assert_eq "$(jq -r .snapshot <<<"$json")" "tank/dr/data@$SNAP" "failover used the newest set"
+assert_eq "$(jq -r .gtid_binlog_pos <<<"$json")" "$GTID" "failover prints the snapshot's GTID"
+assert_eq "$(jq -r .recorded_gtid <<<"$json")" "$GTID" "recorded GTID"
+for t in $(on "$FO_SOCK" "select table_name from information_schema.tables where table_schema='sbtest'"); do
+    res=$(on "$FO_SOCK" "check table sbtest.$t" | awk '$3 == "status" { print $4 }')
+    assert_eq "$res" "OK" "CHECK TABLE sbtest.$t on B"
+done
+diff "$T/expected" <(checksums "$FO_SOCK") || fail "B's tables differ from the source's at $SNAP"
+note "CHECKSUM TABLE of every table on B equals the source's at $SNAP: $(tr '\n\t' '; ' <"$T/expected")"
+on "$FO_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (1, 'after failover', 'x')"
+
+note "the source's next cycle is refused: broken off on B"
+assert_fails CA replication run db
+assert_contains "$LAST_STDERR" "replication db: broken off on the target by mysql failover" "cycle after failover"
+[[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
+
+_stop_servers
+SERVER_PIDS=()
+MARIADB_PID=
+stop_node A
+stop_node B
+echo PASS
