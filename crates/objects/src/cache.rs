@@ -148,8 +148,11 @@ impl BlockCache {
         }
         let pending = self.inflight.lock().get(&key).cloned();
         if let Some(v) = pending.and_then(|p| p.wait()) {
-            self.accesses
-                .add(&["iohit", kind_name, "prefetched", "pool"], 1, v.len() as u64);
+            self.accesses.add(
+                &["iohit", kind_name, "prefetched", "pool"],
+                1,
+                v.len() as u64,
+            );
             return Ok(v);
         }
         if let Some(v) = self.read_l2(&key, bp.lsize as usize) {
