@@ -4,10 +4,8 @@
 
 pub mod cache;
 pub mod dnode;
-pub mod io;
 pub mod l2arc;
 pub mod objset;
-pub mod readahead;
 pub mod zil;
 
 pub use cache::{BlockCache, BlockKey};
