@@ -32,7 +32,7 @@ pub const CATALOG: &[StatInfo] = &[
         dims: &["result", "kind", "demand", "level"],
         unit: "ops",
         timed: false,
-        about: "ARC lookups: hit or miss, data or metadata, demand or prefetch, served by arc, l2arc or pool",
+        about: "ARC lookups: hit, miss or iohit (waited for a prefetch); data or metadata; demand, prefetch or prefetched (a demand read served by read-ahead); served by arc, l2arc or pool",
     },
     StatInfo {
         name: "disk.bytes",

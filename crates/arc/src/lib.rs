@@ -494,7 +494,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         }
     }
 
-    fn get(&mut self, key: &K, kind: Kind) -> Option<Value> {
+    fn get(&mut self, key: &K, kind: Kind) -> Option<(Value, bool)> {
         let (c, d) = kind.index();
         let i = match self.map.get(key) {
             Some(&i) if !self.node(i).list.is_ghost() => i,
@@ -506,8 +506,9 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         self.counters.hits[c][d] += 1;
         let (list, prefetched, value) = {
             let n = self.node(i);
-            (n.list, n.prefetched, n.value.clone())
+            (n.list, n.prefetched, n.value.clone()?)
         };
+        let first_use_of_prefetch = prefetched && !kind.is_prefetch();
         match list {
             // A prefetch hit is not a use: leave the entry where it is.
             Residency::T1 if kind.is_prefetch() => {}
@@ -521,7 +522,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
             Residency::T1 | Residency::T2 => self.move_to_mru(i, Residency::T2),
             Residency::B1 | Residency::B2 => unreachable!("ghosts handled above"),
         }
-        value
+        Some((value, first_use_of_prefetch))
     }
 
     fn insert(&mut self, key: K, value: Value, kind: Kind) {
@@ -692,6 +693,13 @@ impl<K: Hash + Eq + Clone + Send> Arc<K> {
     /// crate docs). A key that is only a ghost is a miss; the ghost is
     /// noticed (and `p` adapted) by the [`Arc::insert`] that follows.
     pub fn get(&self, key: &K, kind: Kind) -> Option<Value> {
+        self.inner.lock().get(key, kind).map(|(v, _)| v)
+    }
+
+    /// [`Arc::get`], also saying whether the hit is the first demand use of
+    /// an entry a prefetch brought in (the read the prefetch was for: what
+    /// makes read-ahead's effect visible in statistics).
+    pub fn get_traced(&self, key: &K, kind: Kind) -> Option<(Value, bool)> {
         self.inner.lock().get(key, kind)
     }
 

@@ -396,6 +396,18 @@ fn promotion_rules() {
 }
 
 #[test]
+fn traced_get_reports_the_first_demand_use_of_a_prefetch() {
+    let cache: Arc<u64> = Arc::new(1000);
+    cache.insert(1, val(10, 1), Kind::DATA_PREFETCH);
+    cache.insert(2, val(10, 2), Kind::DATA);
+    assert!(!cache.get_traced(&1, Kind::DATA_PREFETCH).unwrap().1);
+    assert!(cache.get_traced(&1, Kind::DATA).unwrap().1);
+    assert!(!cache.get_traced(&1, Kind::DATA).unwrap().1);
+    assert!(!cache.get_traced(&2, Kind::DATA).unwrap().1);
+    assert!(cache.get_traced(&3, Kind::DATA).is_none());
+}
+
+#[test]
 fn insert_replaces_existing_value() {
     let cache: Arc<u64> = Arc::new(1000);
     cache.insert(1, val(100, 1), Kind::DATA);

@@ -3,12 +3,37 @@
 //!
 //! Invariant: a cached value is the verified, decompressed content of the block its
 //! key names. Keys include the birth txg, and freed space is reused only in a later
-//! txg, so a key can never name two different contents.
+//! txg, so a key can never name two different contents. This is also why read-ahead
+//! can never serve stale data: it caches blocks by the identity of pointers it
+//! copied, and a write or truncate makes new pointers (or in-memory records that
+//! every read consults before the tree), never new contents under an old key.
+//!
+//! A prefetch registers its read as in flight; a demand read missing the ARC on a
+//! block being prefetched waits for that read instead of issuing a second one.
 
 use crate::l2arc::{FeedQueue, L2Arc};
 use cachalot_arc::{Class, Demand, Kind};
 use cachalot_pool::{BlkPtr, Pool};
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// A prefetch read in progress: `None` until it ends, then `Some(None)` if it failed.
+#[derive(Default)]
+struct InFlight {
+    done: Mutex<Option<Option<Arc<[u8]>>>>,
+    cv: Condvar,
+}
+
+impl InFlight {
+    fn wait(&self) -> Option<Arc<[u8]>> {
+        let mut d = self.done.lock();
+        while d.is_none() {
+            self.cv.wait(&mut d);
+        }
+        d.clone().flatten()
+    }
+}
 
 /// Cache key: where the first copy lives and when it was born.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,6 +65,22 @@ pub struct BlockCache {
     /// What the ARC evicts, for the L2ARC's feeders.
     feed: Arc<FeedQueue>,
     accesses: cachalot_analytics::Stat,
+    inflight: Mutex<HashMap<BlockKey, Arc<InFlight>>>,
+}
+
+fn class_of(bp: &BlkPtr) -> Class {
+    if bp.block_type.is_metadata() {
+        Class::Metadata
+    } else {
+        Class::Data
+    }
+}
+
+fn class_name(c: Class) -> &'static str {
+    match c {
+        Class::Data => "data",
+        Class::Metadata => "metadata",
+    }
 }
 
 impl BlockCache {
@@ -55,6 +96,7 @@ impl BlockCache {
             feed,
             accesses: cachalot_analytics::global()
                 .stat("arc.accesses", &["result", "kind", "demand", "level"]),
+            inflight: Mutex::new(HashMap::new()),
         }
     }
 
@@ -85,28 +127,32 @@ impl BlockCache {
 
     /// Read a block's logical bytes, from the ARC when cached. `cache_data` false
     /// (primarycache=metadata|none) keeps data blocks out of the ARC.
+    ///
+    /// Counted in `arc.accesses` by result: `hit`, `miss`, or `iohit` (the block
+    /// was being prefetched: this read waited for that I/O); a demand hit or iohit
+    /// served by read-ahead has demand `prefetched`.
     pub fn read(&self, bp: &BlkPtr, cache_data: bool) -> cachalot_pool::Result<Arc<[u8]>> {
         if bp.is_hole() {
             return Ok(vec![0u8; bp.lsize as usize].into());
         }
-        let kind = Kind {
-            class: if bp.block_type.is_metadata() {
-                Class::Metadata
-            } else {
-                Class::Data
-            },
-            demand: Demand::Demand,
-        };
+        let kind = Kind::new(class_of(bp), Demand::Demand);
+        let kind_name = class_name(kind.class);
         let key = BlockKey::of(bp);
-        let kind_name = match kind.class {
-            Class::Data => "data",
-            Class::Metadata => "metadata",
-        };
         // `level` is where the block came from: hits in the ARC or the L2ARC,
-        // misses from the pool's devices.
-        if let Some(v) = self.arc.get(&key, kind) {
+        // misses (and waits for a prefetch's read) from the pool's devices.
+        if let Some((v, prefetched)) = self.arc.get_traced(&key, kind) {
+            let demand = if prefetched { "prefetched" } else { "demand" };
             self.accesses
-                .add(&["hit", kind_name, "demand", "arc"], 1, v.len() as u64);
+                .add(&["hit", kind_name, demand, "arc"], 1, v.len() as u64);
+            return Ok(v);
+        }
+        let pending = self.inflight.lock().get(&key).cloned();
+        if let Some(v) = pending.and_then(|p| p.wait()) {
+            self.accesses.add(
+                &["iohit", kind_name, "prefetched", "pool"],
+                1,
+                v.len() as u64,
+            );
             return Ok(v);
         }
         if let Some(v) = self.read_l2(&key, bp.lsize as usize) {
@@ -122,6 +168,62 @@ impl BlockCache {
             self.arc.insert(key, data.clone(), kind);
         }
         Ok(data)
+    }
+
+    /// Bring a block into the ARC ahead of its demand read, marked as a prefetch
+    /// (it stays in the ARC's recent list, see cachalot-arc). Data blocks are not
+    /// prefetched when `cache_data` is false: there would be nowhere to keep them.
+    /// Returns the block when it was read or cached (or another prefetch read it),
+    /// None when skipped or failed (a prefetch error is not reported: the demand
+    /// read will meet it).
+    pub fn prefetch(&self, bp: &BlkPtr, cache_data: bool) -> Option<Arc<[u8]>> {
+        let class = class_of(bp);
+        if bp.is_hole() || (!cache_data && class == Class::Data) {
+            return None;
+        }
+        let kind = Kind::new(class, Demand::Prefetch);
+        let kind_name = class_name(class);
+        let key = BlockKey::of(bp);
+        if let Some((v, _)) = self.arc.get_traced(&key, kind) {
+            self.accesses
+                .add(&["hit", kind_name, "prefetch", "arc"], 1, v.len() as u64);
+            return Some(v);
+        }
+        let mine = Arc::new(InFlight::default());
+        let theirs = {
+            let mut inflight = self.inflight.lock();
+            let theirs = inflight.get(&key).cloned();
+            if theirs.is_none() {
+                inflight.insert(key, mine.clone());
+            }
+            theirs
+        };
+        if let Some(t) = theirs {
+            // Another prefetch reads it (two records under one indirect block).
+            return t.wait();
+        }
+        // A prefetch is served by a cache device when it holds the block.
+        let data: Option<Arc<[u8]>> = match self.read_l2(&key, bp.lsize as usize) {
+            Some(v) => {
+                self.accesses
+                    .add(&["hit", kind_name, "prefetch", "l2arc"], 1, v.len() as u64);
+                Some(v)
+            }
+            None => {
+                self.accesses
+                    .add(&["miss", kind_name, "prefetch", "pool"], 1, bp.lsize as u64);
+                self.pool.read_block(bp).ok().map(Into::into)
+            }
+        };
+        if let Some(d) = &data {
+            self.arc.insert(key, d.clone(), kind);
+        }
+        // Cached before it leaves the in-flight map: a demand read finds it in one
+        // place or the other.
+        self.inflight.lock().remove(&key);
+        *mine.done.lock() = Some(data.clone());
+        mine.cv.notify_all();
+        data
     }
 
     /// Cache a data block just written with its contents, as ZFS keeps a written

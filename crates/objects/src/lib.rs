@@ -4,8 +4,10 @@
 
 pub mod cache;
 pub mod dnode;
+pub mod io;
 pub mod l2arc;
 pub mod objset;
+pub mod readahead;
 pub mod zil;
 
 pub use cache::{BlockCache, BlockKey};

@@ -20,9 +20,11 @@
 
 use crate::cache::BlockCache;
 use crate::dnode::*;
+use crate::readahead::ReadAhead;
 use crate::zil::{Record, Zil, ZilHeader};
 
 mod prewrite;
+mod read;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
 use parking_lot::{Mutex, RwLock};
@@ -236,6 +238,8 @@ pub struct ObjectSet {
     incompressible: CompressionProbe,
     /// Blocks written early for writes logged by reference (see `prewrite`).
     overrides: Mutex<prewrite::Overrides>,
+    /// Sequential streams of readers, for read-ahead (see `read`).
+    readahead: Mutex<ReadAhead>,
 }
 
 /// Skips compressing data that keeps not compressing, as btrfs's heuristics do:
@@ -444,6 +448,7 @@ impl ObjectSet {
             zil: Zil::new(cache.pool.clone(), zil_header),
             incompressible: CompressionProbe::default(),
             overrides: Mutex::default(),
+            readahead: Mutex::default(),
             cache,
             inner: Mutex::new(Inner {
                 meta,
@@ -522,27 +527,7 @@ impl ObjectSet {
     /// blocks from `blkid` on the answer holds: 1 for data, the rest of the
     /// hole's subtree for a hole (so sparse ranges are skipped a subtree at a time).
     fn lookup_run(&self, phys: &DnodePhys, blkid: u64) -> Result<(BlkPtr, u64)> {
-        if phys.root.is_hole() || blkid >= phys.capacity() {
-            return Ok((BlkPtr::HOLE, u64::MAX - blkid));
-        }
-        let mut bp = phys.root;
-        let mut level = phys.nlevels - 1;
-        while level > 0 {
-            let block = self.cache.read(&bp, true)?;
-            if block.len() != INDIRECT_SIZE {
-                return Err(corrupt(&bp, "indirect block has the wrong size"));
-            }
-            let idx = ((blkid / span(level - 1)) % PTRS_PER_INDIRECT) as usize;
-            let child = BlkPtr::decode(&block[idx * BLKPTR_SIZE..(idx + 1) * BLKPTR_SIZE])
-                .ok_or_else(|| corrupt(&bp, "malformed block pointer"))?;
-            if child.is_hole() {
-                let sp = span(level - 1);
-                return Ok((BlkPtr::HOLE, (blkid / sp + 1) * sp - blkid));
-            }
-            bp = child;
-            level -= 1;
-        }
-        Ok((bp, 1))
+        read::walk(&self.cache, phys, blkid, read::Want::Demand)
     }
 
     fn read_tree_record(
@@ -551,11 +536,7 @@ impl ObjectSet {
         blkid: u64,
         cache_data: bool,
     ) -> Result<Option<Arc<[u8]>>> {
-        let bp = self.lookup(phys, blkid)?;
-        if bp.is_hole() {
-            return Ok(None);
-        }
-        Ok(Some(self.cache.read(&bp, cache_data)?))
+        read::tree_record(&self.cache, phys, blkid, cache_data)
     }
 
     /// The dnode of `id` as of the last sync.
@@ -628,6 +609,7 @@ impl ObjectSet {
         st.dirty = true;
         st.size = 0;
         inner.dirty_bytes -= dropped;
+        self.readahead.lock().forget(id);
         if id < inner.next_id_hint {
             // The id becomes reusable after the sync; scanning from it is cheap.
             inner.next_id_hint = id;
@@ -1004,57 +986,6 @@ impl ObjectSet {
         }
         st.size = st.size.max(end);
         Ok(())
-    }
-
-    /// Read up to `len` bytes at `offset` (short at the end of the object).
-    pub fn read(&self, id: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
-        // The pointers copied below are read without the lock, across commits:
-        // hold their space from reuse until the read is done (pool `readhold`).
-        let _hold = self.cache.pool.hold_reads();
-        let cache_data = self.props().cache_data;
-        let (bs, size, phys, mut pieces) = {
-            let mut inner = self.inner.lock();
-            let st = self.load(&mut inner, id)?;
-            let size = st.size;
-            if offset >= size || len == 0 {
-                return Ok(Vec::new());
-            }
-            let end = (offset + len as u64).min(size);
-            let bs = st.blksz as u64;
-            let mut pieces: Vec<(u64, LayerHit)> = Vec::new();
-            for blkid in offset / bs..end.div_ceil(bs) {
-                let mut found = None;
-                for layer in [Some(&st.open), st.syncing.as_deref()]
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(hit) = layer.lookup(blkid) {
-                        found = Some(hit.map(|r| resized(r, st.blksz)));
-                        break;
-                    }
-                }
-                pieces.push((blkid, found));
-            }
-            (bs, end, st.phys.clone(), pieces)
-        };
-        // Tree reads happen without the lock (see the module invariants).
-        let mut out = Vec::with_capacity((size - offset) as usize);
-        for (blkid, found) in pieces.iter_mut() {
-            let rec = match found.take() {
-                Some(r) => r,
-                None => self
-                    .read_tree_record(&phys, *blkid, cache_data)?
-                    .map(|r| resized(&r, bs as u32)),
-            };
-            let rstart = *blkid * bs;
-            let a = offset.max(rstart) - rstart;
-            let b = size.min(rstart + bs) - rstart;
-            match rec {
-                Some(r) => out.extend_from_slice(&r[a as usize..b as usize]),
-                None => out.resize(out.len() + (b - a) as usize, 0),
-            }
-        }
-        Ok(out)
     }
 
     /// Set the object's length; bytes past it are gone, growing reads zeros.

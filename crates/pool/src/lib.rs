@@ -49,5 +49,5 @@ pub use pool::{
     new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
     WriteOpts,
 };
-pub use readhold::ReadHold;
+pub use readhold::{ReadHold, SharedReadHold};
 pub use spares::{split_section, split_spares};

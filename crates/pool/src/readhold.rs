@@ -17,6 +17,7 @@
 
 use crate::blkptr::Dva;
 use crate::pool::Pool;
+use std::sync::Arc;
 
 /// Alive while a reader may use block pointers it copied (see the module).
 pub struct ReadHold<'a> {
@@ -26,13 +27,33 @@ pub struct ReadHold<'a> {
 
 impl Drop for ReadHold<'_> {
     fn drop(&mut self) {
-        let mut r = self.pool.readers.lock();
-        if let Some(n) = r.get_mut(&self.txg) {
-            *n -= 1;
-            if *n == 0 {
-                r.remove(&self.txg);
-            }
+        self.pool.release_read(self.txg);
+    }
+}
+
+/// A read hold that owns its pool and can be cloned, for work that outlives the
+/// call that copied the pointers (read-ahead in the background). A clone holds
+/// the same txg as the original, so it protects exactly the pointers copied
+/// while the original was alive.
+pub struct SharedReadHold {
+    pool: Arc<Pool>,
+    txg: u64,
+}
+
+impl Clone for SharedReadHold {
+    fn clone(&self) -> Self {
+        // The original is alive, so the txg's count is at least 1 here.
+        *self.pool.readers.lock().entry(self.txg).or_insert(0) += 1;
+        SharedReadHold {
+            pool: self.pool.clone(),
+            txg: self.txg,
         }
+    }
+}
+
+impl Drop for SharedReadHold {
+    fn drop(&mut self) {
+        self.pool.release_read(self.txg);
     }
 }
 
@@ -42,6 +63,26 @@ impl Pool {
         let txg = self.last_ub.lock().txg;
         *self.readers.lock().entry(txg).or_insert(0) += 1;
         ReadHold { pool: self, txg }
+    }
+
+    /// Like [`Pool::hold_reads`], but owned and clonable (see [`SharedReadHold`]).
+    pub fn hold_reads_shared(self: &Arc<Self>) -> SharedReadHold {
+        let txg = self.last_ub.lock().txg;
+        *self.readers.lock().entry(txg).or_insert(0) += 1;
+        SharedReadHold {
+            pool: self.clone(),
+            txg,
+        }
+    }
+
+    fn release_read(&self, txg: u64) {
+        let mut r = self.readers.lock();
+        if let Some(n) = r.get_mut(&txg) {
+            *n -= 1;
+            if *n == 0 {
+                r.remove(&txg);
+            }
+        }
     }
 
     /// Frees of txgs up to this one may be reused as far as readers go: the
@@ -129,5 +170,25 @@ mod tests {
         pool.commit(4, a).unwrap();
         assert_eq!(pool.deferred_bytes(), 0);
         pool.verify().unwrap();
+    }
+
+    /// A clone of a shared hold keeps the original's txg after the original
+    /// is gone (a background read-ahead outliving the read that started it).
+    #[test]
+    fn a_shared_hold_clone_outlives_the_original() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 40 << 20));
+        let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
+        let a = pool.write_block(1, &[1u8; 8192], OPTS).unwrap();
+        pool.commit(1, a).unwrap();
+        let h = pool.hold_reads_shared();
+        let c = h.clone();
+        drop(h);
+        pool.free_block(&a);
+        pool.commit(2, a).unwrap();
+        pool.commit(3, a).unwrap();
+        assert_eq!(pool.deferred_bytes(), 8192, "held by the clone");
+        drop(c);
+        pool.commit(4, a).unwrap();
+        assert_eq!(pool.deferred_bytes(), 0);
     }
 }
