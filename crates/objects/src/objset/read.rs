@@ -104,12 +104,15 @@ impl ObjectSet {
             };
             let (first, last) = (offset / bs, end.div_ceil(bs));
             let pieces: Vec<(u64, LayerHit)> = (first..last).map(|b| (b, in_memory(b))).collect();
-            let ahead: Vec<u64> = self
-                .readahead
-                .lock()
-                .access(id, bs, first, last, size.div_ceil(bs))
-                .filter(|b| in_memory(*b).is_none())
-                .collect();
+            let ahead: Vec<u64> = if io::background_io() {
+                self.readahead
+                    .lock()
+                    .access(id, bs, first, last, size.div_ceil(bs))
+                    .filter(|b| in_memory(*b).is_none())
+                    .collect()
+            } else {
+                Vec::new()
+            };
             (bs, end, Arc::new(st.phys.clone()), pieces, ahead)
         };
         self.prefetch_records(&phys, ahead, cache_data, &hold);
@@ -206,6 +209,7 @@ mod tests {
 
     /// An object of `RECORDS` records, committed, opened again with an empty ARC.
     fn cold_object(cache_data: bool) -> (ObjectSet, u64) {
+        crate::io::set_background_io(true);
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
         let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
         let warm = Arc::new(BlockCache::new(pool.clone(), 64 << 20));
@@ -340,6 +344,7 @@ mod tests {
     }
 
     fn cold_sequential(recordsize: u64) {
+        crate::io::set_background_io(true);
         use cachalot_pool::{Compression, FileDevice};
         const MIB: u64 = 1 << 20;
         const TOTAL: u64 = 128 * MIB;
