@@ -74,32 +74,40 @@ pub struct SnapshotArgs {
     pub snapname: String,
 }
 
+/// How `mysql clone --start` and `mysql failover` run the server they start on
+/// the clone: one definition, so both take the same options.
 #[derive(Args, Debug)]
-pub struct CloneArgs {
-    /// Start a server on the clone
-    #[arg(long)]
-    pub start: bool,
+pub struct NewServerArgs {
     /// TCP port of the new server (127.0.0.1 only; default: no TCP)
     #[arg(long, value_name = "P")]
     pub port: Option<u16>,
     /// Unix socket of the new server (default: RUNDIR/mysqld.sock)
     #[arg(long = "socket", id = "socket", value_name = "S")]
     pub new_socket: Option<PathBuf>,
-    /// Make the new server a GTID replica of the server at this socket (implies --start)
-    #[arg(long, value_name = "SOCK")]
-    pub replica_of: Option<PathBuf>,
     /// Mount the clone here (several datasets: DIR/<name> each); default: mountpoint property
     #[arg(long, value_name = "DIR")]
     pub mountpoint: Option<PathBuf>,
     /// Directory for the new server's my.cnf, pid file and error log (default: DATAMOUNT.run)
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
-    /// server_id of the new server (default: derived from NEWFS)
+    /// server_id of the new server (default: derived from the clone's name)
     #[arg(long, value_name = "N")]
     pub server_id: Option<u64>,
-    /// Seconds to wait for the server to answer and for replication to run
+    /// Seconds to wait for the server to answer (and, for a replica, for replication to run)
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub start_timeout: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct CloneArgs {
+    /// Start a server on the clone
+    #[arg(long)]
+    pub start: bool,
+    /// Make the new server a GTID replica of the server at this socket (implies --start)
+    #[arg(long, value_name = "SOCK")]
+    pub replica_of: Option<PathBuf>,
+    #[command(flatten)]
+    pub server: NewServerArgs,
     #[command(flatten)]
     pub conn: Conn,
     /// FS@SNAP taken by 'cachalot mysql snapshot'
@@ -113,24 +121,8 @@ pub struct FailoverArgs {
     /// to the set's first dataset)
     #[arg(long, value_name = "NEWFS")]
     pub clone: Option<String>,
-    /// Mount the clone here (DIR/<name> for each dataset); default: mountpoint property
-    #[arg(long, value_name = "DIR")]
-    pub mountpoint: Option<PathBuf>,
-    /// TCP port of the server (127.0.0.1 only; default: no TCP)
-    #[arg(long, value_name = "P")]
-    pub port: Option<u16>,
-    /// Unix socket of the server (default: RUNDIR/mysqld.sock)
-    #[arg(long = "socket", id = "socket", value_name = "S")]
-    pub new_socket: Option<PathBuf>,
-    /// Directory for the server's my.cnf, pid file and error log (default: DATAMOUNT.run)
-    #[arg(long, value_name = "DIR")]
-    pub run_dir: Option<PathBuf>,
-    /// server_id of the server (default: derived from the clone's name)
-    #[arg(long, value_name = "N")]
-    pub server_id: Option<u64>,
-    /// Seconds to wait for the server to answer
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    pub start_timeout: u64,
+    #[command(flatten)]
+    pub server: NewServerArgs,
     /// The result as JSON
     #[arg(long)]
     pub json: bool,
@@ -295,12 +287,12 @@ fn clone(a: CloneArgs) -> CmdResult {
         target: a.newfs,
         start: a.start,
         replica_of: text(&a.replica_of)?,
-        port: a.port,
-        socket: text(&a.new_socket)?,
-        mountpoint: text(&a.mountpoint)?,
-        run_dir: text(&a.run_dir)?,
-        server_id: a.server_id,
-        start_timeout: Some(a.start_timeout),
+        port: a.server.port,
+        socket: text(&a.server.new_socket)?,
+        mountpoint: text(&a.server.mountpoint)?,
+        run_dir: text(&a.server.run_dir)?,
+        server_id: a.server.server_id,
+        start_timeout: Some(a.server.start_timeout),
         user: Some(a.conn.user),
     };
     cachalot_mysql::api::clone_request(&req)?;
@@ -341,13 +333,13 @@ fn failover(a: FailoverArgs) -> CmdResult {
     let req = FailoverRequest {
         relationship: a.relationship,
         target: a.clone,
-        mountpoint: abs(&a.mountpoint)?,
-        port: a.port,
-        socket: abs(&a.new_socket)?,
-        run_dir: abs(&a.run_dir)?,
-        server_id: a.server_id,
+        mountpoint: abs(&a.server.mountpoint)?,
+        port: a.server.port,
+        socket: abs(&a.server.new_socket)?,
+        run_dir: abs(&a.server.run_dir)?,
+        server_id: a.server.server_id,
         creds: Credentials::new(&a.conn.user),
-        start_timeout: Duration::from_secs(a.start_timeout.max(1)),
+        start_timeout: Duration::from_secs(a.server.start_timeout.max(1)),
     };
     let mut d = daemon(&a.conn.daemon_socket)?;
     let r = cachalot_mysql::failover::run(&mut d, &req)?;
