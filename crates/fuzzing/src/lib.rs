@@ -32,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("spacemap_block", spacemap_block),
     ("dnode", dnode),
     ("indirect_block", indirect_block),
+    ("l2arc_header", l2arc_header),
     ("intent_log_block", intent_log_block),
     ("directory", directory),
     ("xattrs", xattrs),
@@ -101,6 +102,11 @@ pub fn indirect_block(data: &[u8]) {
         blkptr(c);
     }
     let _ = cachalot_objects::objset::decode_indirect(&block);
+}
+
+/// A cache device's batch header (the L2ARC's log block), its checksum made valid.
+pub fn l2arc_header(data: &[u8]) {
+    cachalot_objects::l2arc::fuzz_batch_header(data);
 }
 
 /// Magic of intent-log blocks (`zil.rs`).

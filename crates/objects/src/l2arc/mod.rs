@@ -22,6 +22,13 @@
 
 mod ring;
 
+/// For the `l2arc_header` fuzz target (crates/fuzzing): decode any bytes as a
+/// cache device's batch header; never panics.
+#[doc(hidden)]
+pub fn fuzz_batch_header(data: &[u8]) {
+    ring::fuzz_batch_header(data)
+}
+
 use crate::cache::BlockKey;
 use cachalot_arc::Value;
 use cachalot_pool::CacheVdev;

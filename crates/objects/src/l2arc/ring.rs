@@ -95,6 +95,9 @@ impl BatchHeader {
     /// Bytes of the header that starts with `first` (its first sector), if it
     /// looks like one.
     fn size_from_first_sector(first: &[u8]) -> Option<usize> {
+        if first.len() < FIXED {
+            return None;
+        }
         if u64_at(first, 0) != MAGIC || u32_at(first, 8) != VERSION {
             return None;
         }
@@ -258,4 +261,26 @@ pub(crate) fn scan(
     older.reverse();
     older.extend(lap);
     older
+}
+
+/// The fuzz target's entry (crates/fuzzing, `l2arc_header`): decodes any bytes as
+/// they are, then with magic, version, a bounded entry count and the checksum made
+/// valid, so the entry parser behind the checksum runs on the fuzzer's bytes.
+/// Must never panic.
+pub(crate) fn fuzz_batch_header(data: &[u8]) {
+    let _ = BatchHeader::decode(data);
+    let mut b = data.to_vec();
+    if b.len() < 16 {
+        return;
+    }
+    b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    let n = u32_at(&b, 12) as usize % (MAX_ENTRIES + 1);
+    b[12..16].copy_from_slice(&(n as u32).to_le_bytes());
+    let end = FIXED + ENTRY * n;
+    if b.len() >= end + 32 {
+        let sum = *blake3::hash(&b[..end]).as_bytes();
+        b[end..end + 32].copy_from_slice(&sum);
+    }
+    let _ = BatchHeader::decode(&b);
 }
