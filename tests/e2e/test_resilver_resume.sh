@@ -36,15 +36,21 @@ assert_ok "$C" pool export rz
 rm "${D[1]}"
 assert_ok "$C" pool import -d "$TMP" rz
 
+# Poll `pool status rz` until the resilver is at least $1% through (20 s at
+# most); leaves the last status in st and its percentage in p.
+wait_resilver_at() {
+    p=-1
+    for ((i = 0; i < 200; i++)); do
+        st=$(assert_ok "$C" pool status rz)
+        p=$(pct "$st")
+        ((p >= $1)) && break
+        sleep 0.1
+    done
+}
+
 note "replace d1, kill -9 once the resilver is about 40% through"
 assert_ok "$C" pool replace -s 256M rz "${D[1]}" "$TMP/n1"
-p=-1
-for ((i = 0; i < 200; i++)); do
-    st=$(assert_ok "$C" pool status rz)
-    p=$(pct "$st")
-    ((p >= 40)) && break
-    sleep 0.1
-done
+wait_resilver_at 40
 echo "$st"
 ((p >= 40 && p < 95)) || fail "resilver not caught mid-way (at $p%)"
 kill9_daemon
@@ -93,13 +99,7 @@ for seed in 44 45; do
 done
 assert_ok "$C" debug fsync rz/d
 assert_ok "$C" pool online rz "${D[2]}"
-p=-1
-for ((i = 0; i < 200; i++)); do
-    st=$(assert_ok "$C" pool status rz)
-    p=$(pct "$st")
-    ((p >= 30)) && break
-    sleep 0.1
-done
+wait_resilver_at 30
 echo "$st"
 ((p >= 30 && p < 95)) || fail "resilver after online not caught mid-way (at $p%)"
 since=$(sed -n 's/.*blocks born since txg \([0-9]*\).*/\1/p' <<<"$st")
