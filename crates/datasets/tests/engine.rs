@@ -205,15 +205,7 @@ fn compression_is_accounted() {
 fn corruption_single_device_is_detected_never_returned() {
     let devs = sim_devices(1, 64 << 20);
     let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/d",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/d");
     let ds = store.dataset("tank/d").unwrap();
     let id = ds.create_object().unwrap();
     let data = Rng(1).bytes(2 << 20);
@@ -247,15 +239,7 @@ fn corruption_single_device_is_detected_never_returned() {
 fn mirror_heals_bad_copy() {
     let devs = sim_devices(2, 64 << 20);
     let store = Store::create_on_devices("tank", as_dyn(&devs), true, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/d",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/d");
     let ds = store.dataset("tank/d").unwrap();
     let id = ds.create_object().unwrap();
     let data = Rng(3).bytes(4 << 20);
@@ -334,15 +318,7 @@ fn quota_and_full_pool_fail_cleanly() {
     assert_eq!(err.errno(), 122);
     assert!((2 << 20..=4 << 20).contains(&written), "written {written}");
     // Fill the pool through another dataset.
-    store
-        .create_dataset(
-            "tank/fill",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/fill");
     let f = store.dataset("tank/fill").unwrap();
     let fid = f.create_object().unwrap();
     let mut off = 0u64;
@@ -482,15 +458,7 @@ fn destroy_frees_space() {
     store.sync().unwrap();
     store.sync().unwrap();
     let before = store.pool().space().allocated;
-    store
-        .create_dataset(
-            "tank/t",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/t");
     let ds = store.dataset("tank/t").unwrap();
     let id = ds.create_object().unwrap();
     ds.write(id, 0, &Rng(1).bytes(8 << 20)).unwrap();

@@ -4,7 +4,7 @@
 //! block, which a read with another device missing proves.
 
 mod common;
-use cachalot_datasets::{DatasetKind, Store};
+use cachalot_datasets::Store;
 use cachalot_pool::{BlockDevice, SimDevice, VdevKind};
 use common::*;
 use std::sync::Arc;
@@ -17,15 +17,7 @@ const NEW: usize = 1 << 20;
 fn setup(kind: VdevKind, n: usize) -> (Vec<SimDevice>, Arc<Store>, u64) {
     let devs = sim_devices(n, 64 << 20);
     let store = Store::create_on_group("tank", as_dyn(&devs), kind, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/d",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/d");
     let ds = store.dataset("tank/d").unwrap();
     let id = ds.create_object().unwrap();
     ds.write(id, 0, &Rng(1).bytes(OLD)).unwrap();

@@ -149,15 +149,7 @@ fn snapshot_model_single_device() {
 fn snapshot_is_instant_and_clone_costs_nothing() {
     let devs = sim_devices(1, 128 << 20);
     let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/db",
-            DatasetKind::Filesystem,
-            None,
-            &[("compression".into(), "off".into())],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs(&store, "tank/db");
     let ds = store.dataset("tank/db").unwrap();
     let id = ds.create_object().unwrap();
     ds.write(id, 0, &Rng(1).bytes(32 << 20)).unwrap();

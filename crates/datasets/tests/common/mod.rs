@@ -48,6 +48,20 @@ pub fn manual_opts() -> StoreOpts {
     }
 }
 
+/// Create filesystem dataset `name` with compression off (tests that count
+/// bytes on the devices need them stored as written).
+pub fn create_uncompressed_fs(store: &Store, name: &str) {
+    store
+        .create_dataset(
+            name,
+            cachalot_datasets::DatasetKind::Filesystem,
+            None,
+            &[("compression".into(), "off".into())],
+            false,
+        )
+        .unwrap();
+}
+
 pub fn sim_devices(n: usize, size: u64) -> Vec<SimDevice> {
     (0..n)
         .map(|i| SimDevice::new(&format!("d{i}"), size))
