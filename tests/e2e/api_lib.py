@@ -65,10 +65,14 @@ def refused(method, path, body=None, status=400, code="invalid_request", token=T
     return v
 
 
-def events(job_id):
-    """(event, data) pairs of GET /jobs/ID/events, read until the stream ends."""
+def events(job_id, last_event_id=None):
+    """(event, data) pairs of GET /jobs/ID/events, read until the stream ends;
+    with last_event_id, as a browser reconnecting after that event."""
     out, kind = [], None
-    with urllib.request.urlopen(f"{BASE}/jobs/{job_id}/events", timeout=60) as r:
+    req = urllib.request.Request(f"{BASE}/jobs/{job_id}/events")
+    if last_event_id is not None:
+        req.add_header("Last-Event-ID", str(last_event_id))
+    with urllib.request.urlopen(req, timeout=60) as r:
         assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
         for line in r:
             line = line.decode().rstrip("\n")

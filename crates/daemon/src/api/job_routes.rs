@@ -11,8 +11,10 @@
 //! Invariants:
 //! - A job is made only after its operation started (as in [`super::jobs`]): a
 //!   refused replace answers with the error, and no job.
-//! - The event stream sends the job's JSON each time it changes (`progress`), then
-//!   once with the final state (`done` or `failed`) and ends; it also ends when
+//! - The event stream sends the job's JSON each time it changes (`progress`),
+//!   every kept change even when several happened between two looks (see
+//!   [`super::jobs::CHANGES_KEPT`]), then once with the final state (`done` or
+//!   `failed`) and ends; it also ends when
 //!   the job is dropped or the daemon shuts down, so it never outlives its job.
 //! - A send never overwrites: the file must not exist (it is created new, mode
 //!   0600, in an existing directory); a send that fails removes its file, so a
@@ -24,12 +26,13 @@ use super::requests::{Op, Size};
 use super::routes::{run, Auth, Body};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures_util::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -227,51 +230,67 @@ async fn send_snapshot(
 
 /// A job's progress as server-sent events: `progress` with the job's JSON each
 /// time it changes, then `done` or `failed` with its final JSON, then the end.
+/// Each event's id is the job's change number; a stream of a finished job is its
+/// final state only; `Last-Event-ID` resumes after that change.
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/events", tag = "jobs",
-    params(("id" = u64, Path, description = "job id")),
+    params(("id" = u64, Path, description = "job id"),
+           ("Last-Event-ID" = Option<u64>, Header, description = "go on after this change (an earlier event's id)")),
     responses((status = 200, description = "text/event-stream of the job's JSON", content_type = "text/event-stream", body = String),
               (status = 404, description = "No such job", body = ErrorBody)))]
 async fn job_events(
     State(d): D,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let n: u64 = id
         .parse()
         .map_err(|_| ApiError::invalid(format!("job id '{id}' is not a number")))?;
-    if d.api.jobs.get(n).is_none() {
+    let Some(start) = d.api.jobs.stream_start(n) else {
         return Err(ApiError::new(
             "not_found",
             format!("job {n} does not exist"),
         ));
-    }
+    };
+    // A browser's EventSource that reconnects says which event it saw last (each
+    // event's id is the job's change number): go on after it.
+    let start = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(start);
+    // State: the job, the number of the last change sent, the changes fetched
+    // but not yet sent, and whether the final state was sent.
     let stream = futures_util::stream::unfold(
-        (d, n, String::new(), false),
-        |(d, n, last, ended)| async move {
+        (d, n, start, VecDeque::<(u64, Job)>::new(), false),
+        |(d, n, mut sent, mut pending, ended)| async move {
             if ended {
                 return None;
             }
             loop {
-                let Some(job) = d.api.jobs.get(n) else {
-                    let ev = Event::default()
-                        .event("gone")
-                        .data(format!("job {n} was dropped"));
-                    return Some((Ok(ev), (d, n, last, true)));
-                };
-                let body = serde_json::to_string(&job).unwrap_or_default();
-                let finished = job.state != "running";
-                if body != last {
+                if let Some((seq, job)) = pending.pop_front() {
+                    sent = seq;
+                    let finished = job.state != "running";
                     let kind = if finished {
                         job.state.as_str()
                     } else {
                         "progress"
                     };
-                    let ev = Event::default().event(kind).data(body.clone());
-                    return Some((Ok(ev), (d, n, body, finished)));
+                    let body = serde_json::to_string(&job).unwrap_or_default();
+                    let ev = Event::default().event(kind).id(seq.to_string()).data(body);
+                    return Some((Ok(ev), (d, n, sent, pending, finished)));
                 }
-                if d.is_shutting_down() {
-                    return None;
+                let Some(changes) = d.api.jobs.changes_after(n, sent) else {
+                    let ev = Event::default()
+                        .event("gone")
+                        .data(format!("job {n} was dropped"));
+                    return Some((Ok(ev), (d, n, sent, pending, true)));
+                };
+                if changes.is_empty() {
+                    if d.is_shutting_down() {
+                        return None;
+                    }
+                    tokio::time::sleep(EVENT_POLL).await;
                 }
-                tokio::time::sleep(EVENT_POLL).await;
+                pending.extend(changes);
             }
         },
     );

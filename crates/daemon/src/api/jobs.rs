@@ -10,13 +10,18 @@
 //!   daemon's pools.
 //! - At most [`MAX_FINISHED`] finished jobs are kept (oldest dropped first);
 //!   running jobs are never dropped.
+//! - Every change of a job gets the next number of that job's change sequence,
+//!   and its last [`CHANGES_KEPT`] states are kept with their numbers, so an
+//!   event stream that looks less often than the job changes still sends each
+//!   step (a MySQL clone's "starting the server" lasts a few milliseconds); an
+//!   update that changes nothing makes no change.
 
 use crate::api::requests::{Op, PoolStatus};
 use crate::daemon::Daemon;
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use utoipa::ToSchema;
@@ -24,8 +29,13 @@ use utoipa::ToSchema;
 /// Finished jobs kept for polling.
 pub const MAX_FINISHED: usize = 256;
 
+/// States of one job kept for its event streams. A stream looks every 200 ms and
+/// a scan changes its job every 100 ms, so 16 leaves a stream far behind room to
+/// catch up; one that falls further behind skips to the oldest kept state.
+pub const CHANGES_KEPT: usize = 16;
+
 /// One job as the API shows it.
-#[derive(Clone, Debug, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct Job {
     pub id: u64,
     /// What runs, e.g. `scrub`.
@@ -45,10 +55,22 @@ pub struct Job {
     pub ended: Option<u64>,
 }
 
+/// A job with its last states, numbered by its change sequence (the newest last;
+/// its state is the job as it is now).
+struct Tracked {
+    recent: VecDeque<(u64, Job)>,
+}
+
+impl Tracked {
+    fn now(&self) -> &Job {
+        &self.recent.back().expect("a tracked job has a state").1
+    }
+}
+
 /// The jobs of one daemon.
 #[derive(Default)]
 pub struct Jobs {
-    jobs: Mutex<BTreeMap<u64, Job>>,
+    jobs: Mutex<BTreeMap<u64, Tracked>>,
     next: Mutex<u64>,
 }
 
@@ -76,17 +98,28 @@ impl Jobs {
             started: now_secs(),
             ended: None,
         };
-        self.jobs.lock().insert(id, job.clone());
+        let recent = VecDeque::from([(1, job.clone())]);
+        self.jobs.lock().insert(id, Tracked { recent });
         job
     }
 
     fn update(&self, id: u64, f: impl FnOnce(&mut Job)) {
         let mut jobs = self.jobs.lock();
-        if let Some(j) = jobs.get_mut(&id) {
-            f(j);
+        if let Some(t) = jobs.get_mut(&id) {
+            let (seq, old) = t.recent.back().expect("a tracked job has a state");
+            let mut job = old.clone();
+            f(&mut job);
+            if job != *old {
+                let seq = seq + 1;
+                if t.recent.len() == CHANGES_KEPT {
+                    t.recent.pop_front();
+                }
+                t.recent.push_back((seq, job));
+            }
         }
         let finished: Vec<u64> = jobs
             .values()
+            .map(Tracked::now)
             .filter(|j| j.state != "running")
             .map(|j| j.id)
             .collect();
@@ -99,11 +132,29 @@ impl Jobs {
     }
 
     pub fn get(&self, id: u64) -> Option<Job> {
-        self.jobs.lock().get(&id).cloned()
+        self.jobs.lock().get(&id).map(|t| t.now().clone())
     }
 
     pub fn list(&self) -> Vec<Job> {
-        self.jobs.lock().values().cloned().collect()
+        self.jobs.lock().values().map(|t| t.now().clone()).collect()
+    }
+
+    /// Where a new event stream of job `id` starts (the `seq` to give
+    /// [`Jobs::changes_after`]): a running job's stream sends every kept state, a
+    /// finished job's only its final state. None when there is no such job.
+    pub fn stream_start(&self, id: u64) -> Option<u64> {
+        let jobs = self.jobs.lock();
+        let (seq, job) = jobs.get(&id)?.recent.back()?;
+        Some(if job.state == "running" { 0 } else { seq - 1 })
+    }
+
+    /// The kept states of job `id` numbered after `seq`, oldest first (empty when
+    /// it has not changed since), or None when there is no such job (any more).
+    /// Numbers start at 1, so `seq` 0 gives every kept state.
+    pub fn changes_after(&self, id: u64, seq: u64) -> Option<Vec<(u64, Job)>> {
+        let jobs = self.jobs.lock();
+        let t = jobs.get(&id)?;
+        Some(t.recent.iter().filter(|(s, _)| *s > seq).cloned().collect())
     }
 }
 
@@ -254,5 +305,68 @@ mod tests {
         }
         assert!(j.get(first).is_some(), "a running job is never dropped");
         assert_eq!(j.list().len(), MAX_FINISHED + 1);
+    }
+
+    fn step(j: &Jobs, id: u64, name: &str) {
+        j.update(id, |x| x.detail = serde_json::json!({ "step": name }));
+    }
+
+    fn steps(changes: &[(u64, Job)]) -> Vec<String> {
+        changes
+            .iter()
+            .map(|(_, x)| x.detail["step"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_change_is_kept_for_a_stream_that_looks_late() {
+        let j = Jobs::default();
+        let id = j.add("mysql-clone", "t").id;
+        for name in ["check", "clone", "start", "start", "replicate"] {
+            step(&j, id, name);
+        }
+        let all = j.changes_after(id, 0).unwrap();
+        // The job as added, then each step once: the repeated "start" changed nothing.
+        assert_eq!(steps(&all), ["", "check", "clone", "start", "replicate"]);
+        let numbers: Vec<u64> = all.iter().map(|(s, _)| *s).collect();
+        assert_eq!(numbers, [1, 2, 3, 4, 5]);
+        assert_eq!(
+            steps(&j.changes_after(id, 3).unwrap()),
+            ["start", "replicate"]
+        );
+        assert!(j.changes_after(id, 5).unwrap().is_empty());
+        assert_eq!(j.get(id).unwrap().detail["step"], "replicate");
+        assert!(j.changes_after(id + 1, 0).is_none());
+        assert_eq!(
+            j.stream_start(id),
+            Some(0),
+            "a running job's stream sends all"
+        );
+        j.update(id, |x| x.state = "done".into());
+        let start = j.stream_start(id).unwrap();
+        let last = j.changes_after(id, start).unwrap();
+        assert_eq!(
+            last.len(),
+            1,
+            "a finished job's stream sends its final state"
+        );
+        assert_eq!(last[0].1.state, "done");
+        assert!(j.stream_start(id + 1).is_none());
+    }
+
+    #[test]
+    fn a_stream_far_behind_gets_the_newest_states_kept() {
+        let j = Jobs::default();
+        let id = j.add("scrub", "t").id;
+        for i in 0..CHANGES_KEPT * 2 {
+            step(&j, id, &i.to_string());
+        }
+        let kept = j.changes_after(id, 0).unwrap();
+        assert_eq!(kept.len(), CHANGES_KEPT);
+        assert_eq!(kept.last().unwrap().0, 1 + 2 * CHANGES_KEPT as u64);
+        assert_eq!(
+            steps(&kept).last().unwrap(),
+            &(CHANGES_KEPT * 2 - 1).to_string()
+        );
     }
 }
