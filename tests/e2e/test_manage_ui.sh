@@ -11,65 +11,28 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-command -v chromedriver >/dev/null || fail "chromedriver is not installed (Debian: chromium-driver)"
-command -v chromium >/dev/null || fail "chromium is not installed"
+need_browser
 C=$CACHALOT
 start_daemon
 WORK=$(mktmp)
 TOKEN=$(assert_ok "$C" token create ui)
 
-DRIVER_PID=
-_ui_cleanup() {
-    local rc=$?
-    set +e
-    [[ -n $DRIVER_PID ]] && kill "$DRIVER_PID" 2>/dev/null && wait "$DRIVER_PID" 2>/dev/null
-    (exit "$rc")
-    _e2e_cleanup
-}
-trap _ui_cleanup EXIT
+browser_python "$TOKEN" "$WORK" <<'PY'
+import sys
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-chromedriver --port="$PORT" --allowed-ips=127.0.0.1 >"$ARTIFACTS/chromedriver.log" 2>&1 &
-DRIVER_PID=$!
-ADDR=$(cat "$HOME_DIR/http.addr")
-
-python3 - "$PORT" "$ADDR" "$ARTIFACTS" "$(mktmp)" "$(dirname "${BASH_SOURCE[0]}")" "$TOKEN" "$C" "$WORK" <<'PY'
-import subprocess, sys, time
-
-port, addr, artifacts, profile, here, token, cli_bin, work = sys.argv[1:9]
-sys.path.insert(0, here)
+from clients import cli, prop  # tests/e2e/clients.py
 from webdriver import ManagePage  # tests/e2e/webdriver.py
 
+token, work = sys.argv[1:3]
 
-def cli(*args):
-    return subprocess.run([cli_bin, *args], check=True, capture_output=True, text=True).stdout
-
-
-def prop(name, p):
-    return cli("get", "-H", "-o", "value", p, name).strip()
-
-
-b = ManagePage(port, artifacts, profile)
-clicks = 0
-
-
-def click(css):
-    global clicks
-    clicks += 1
-    b.click(css)
-
-
-try:
-    b.open(f"http://{addr}/#/manage")
-    b.wait("the manage page", "return !document.getElementById('page-manage').hidden")
-    b.type("#m-token", token)
-    click("#m-token-save")
+with ManagePage() as b:
+    b.login(token)
 
     img = f"{work}/ui0.img"
     b.type("#m-pool-files", img)
     b.type("#m-pool-size", "256M")
     assert b.js("return document.getElementById('m-pool-cli').textContent") == f"cachalot pool create -s 256M tank {img}"
-    click("#m-pool-create")
+    b.click("#m-pool-create")
     b.done("create pool", "cachalot pool create")
     assert cli("pool", "list", "-H").startswith("tank\t"), "pool created"
     b.wait("the pool's device in the table", f"return document.getElementById('m-pools').innerText.includes('{img}')")
@@ -77,55 +40,55 @@ try:
 
     reason = b.js("return document.getElementById('m-mysql-reason').innerText")
     assert "16K" in reason and "128K" in reason and "read-modify-write" in reason, reason
-    click("#m-mysql-create")
+    b.click("#m-mysql-create")
     b.done("MySQL datasets", "cachalot create -p tank/mysql")
     assert prop("tank/mysql/data", "recordsize") == "16K"
     assert prop("tank/mysql/log", "recordsize") == "128K"
     b.wait("the datasets in the table", "return document.querySelector('#m-datasets tr[data-ds=\"tank/mysql/log\"]') !== null")
     b.shot("2-mysql-datasets")
 
-    click('#m-snap-ds option[value="tank/mysql/data"]')
+    b.click('#m-snap-ds option[value="tank/mysql/data"]')
     b.type("#m-snap-name", "s1")
-    click("#m-snap-take")
+    b.click("#m-snap-take")
     b.done("snapshot s1", "cachalot snapshot tank/mysql/data@s1")
     b.type("#m-snap-name", "s2")
-    click("#m-snap-take")
+    b.click("#m-snap-take")
     b.done("snapshot s2", "cachalot snapshot tank/mysql/data@s2")
     snaps = cli("list", "-H", "-t", "snapshot", "-o", "name").split()
     assert snaps == ["tank/mysql/data@s1", "tank/mysql/data@s2"], snaps
     b.shot("3-snapshots")
 
     b.wait("s1 in the clone list", "return document.querySelector('#m-clone-src option[value=\"tank/mysql/data@s1\"]') !== null")
-    click('#m-clone-src option[value="tank/mysql/data@s1"]')
+    b.click('#m-clone-src option[value="tank/mysql/data@s1"]')
     b.type("#m-clone-target", "tank/clone1")
-    click("#m-clone-go")
+    b.click("#m-clone-go")
     b.done("clone", "cachalot clone tank/mysql/data@s1 tank/clone1")
     assert prop("tank/clone1", "origin") == "tank/mysql/data@s1"
     b.shot("4-clone")
 
     # Rollback: the dialog lists what is lost; cancel changes nothing.
     roll = '#m-snaps tr[data-snap="tank/mysql/data@s1"] button[data-act="rollback"]'
-    click(roll)
+    b.click(roll)
     b.wait("the rollback confirmation", "return !document.getElementById('m-confirm').hidden")
     body = b.js("return document.getElementById('m-confirm-body').innerText")
     assert "snapshot tank/mysql/data@s2 is destroyed" in body, body
     assert "every change to tank/mysql/data since s1 is lost" in body, body
     assert b.js("return document.getElementById('m-confirm-cli').textContent") == "cachalot rollback -r tank/mysql/data@s1"
     b.shot("5-rollback-confirm")
-    click("#m-confirm-cancel")
+    b.click("#m-confirm-cancel")
     b.wait("the cancel report", "return document.getElementById('m-msg').textContent.startsWith('Cancelled')")
     assert "tank/mysql/data@s2" in cli("list", "-H", "-t", "snapshot", "-o", "name"), "cancel changed nothing"
     b.js("document.getElementById('m-msg').hidden = true")
-    click(roll)
+    b.click(roll)
     b.wait("the rollback confirmation", "return !document.getElementById('m-confirm').hidden")
-    click("#m-confirm-ok")
+    b.click("#m-confirm-ok")
     b.done("rollback", "cachalot rollback -r tank/mysql/data@s1")
     assert cli("list", "-H", "-t", "snapshot", "-o", "name").split() == ["tank/mysql/data@s1"]
     b.shot("6-rolled-back")
 
-    click('#m-nfs-ds option[value="tank/mysql"]')
+    b.click('#m-nfs-ds option[value="tank/mysql"]')
     b.type("#m-nfs-opts", "rw=127.0.0.1/32")
-    click("#m-nfs-share")
+    b.click("#m-nfs-share")
     b.done("NFS share", "cachalot set sharenfs=rw=127.0.0.1/32 tank/mysql")
     assert prop("tank/mysql", "sharenfs").startswith("rw=127.0.0.1,"), prop("tank/mysql", "sharenfs")
     b.shot("7-nfs-share")
@@ -133,17 +96,17 @@ try:
     # A volume, shared over iSCSI and NBD by clicks; `share list` shows both.
     b.type("#m-vol-name", "tank/vol1")
     b.type("#m-vol-size", "32M")
-    click("#m-vol-create")
+    b.click("#m-vol-create")
     b.done("create volume", "cachalot create -V 32M tank/vol1")
     assert cli("list", "-H", "-t", "volume", "-o", "name").split() == ["tank/vol1"]
     b.wait("the volume in the share form", "return document.querySelector('#m-blk-vol option[value=\"tank/vol1\"]') !== null")
-    click('#m-blk-vol option[value="tank/vol1"]')
-    click('#m-blk-proto option[value="iscsi"]')
-    click("#m-blk-share")
+    b.click('#m-blk-vol option[value="tank/vol1"]')
+    b.click('#m-blk-proto option[value="iscsi"]')
+    b.click("#m-blk-share")
     b.done("iSCSI share", "cachalot set shareiscsi=on tank/vol1")
     assert prop("tank/vol1", "shareiscsi") == "on"
-    click('#m-blk-proto option[value="nbd"]')
-    click("#m-blk-share")
+    b.click('#m-blk-proto option[value="nbd"]')
+    b.click("#m-blk-share")
     b.done("NBD share", "cachalot set sharenbd=on tank/vol1")
     assert prop("tank/vol1", "sharenbd") == "on"
     rows = [line.split("\t") for line in cli("share", "list", "-H").splitlines()]
@@ -153,38 +116,35 @@ try:
     assert "iqn." in shares and "nbd" in shares and "tank/mysql" in shares, shares
     b.shot("8-block-shares")
     # Stopping a share asks first.
-    click("#m-blk-unshare")
+    b.click("#m-blk-unshare")
     b.wait("the unshare confirmation", "return !document.getElementById('m-confirm').hidden")
-    click("#m-confirm-ok")
+    b.click("#m-confirm-ok")
     b.done("NBD unshare", "cachalot set sharenbd=off tank/vol1")
     assert prop("tank/vol1", "sharenbd") == "off" and prop("tank/vol1", "shareiscsi") == "on"
 
     # Replication: a relationship made with the CLI, paused; resume and pause it
     # by clicks (its peer does not exist: the list still shows it, with its lag).
     cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
-    b.open(f"http://{addr}/?reload=1#/manage")  # a reload: the token stays for the tab
+    b.open("/?reload=1#/manage")  # a reload: the token stays for the tab
     b.wait("the relationship in the table", "return document.querySelector('#m-repl tr[data-repl=\"r1\"] button[data-act=\"repl-resume\"]') !== null")
-    click('#m-repl tr[data-repl="r1"] button[data-act="repl-resume"]')
+    b.click('#m-repl tr[data-repl="r1"] button[data-act="repl-resume"]')
     b.done("resume", "cachalot replication resume r1")
     assert "paused" not in cli("replication", "list", "-H").split("\t")[3], cli("replication", "list", "-H")
-    click('#m-repl tr[data-repl="r1"] button[data-act="repl-pause"]')
+    b.click('#m-repl tr[data-repl="r1"] button[data-act="repl-pause"]')
     b.done("pause", "cachalot replication pause r1")
     assert cli("replication", "list", "-H").split("\t")[3] == "paused", cli("replication", "list", "-H")
     b.shot("9-replication")
 
     # Without the token a change is refused and nothing changes.
     b.type("#m-token", "")
-    click("#m-token-save")
+    b.click("#m-token-save")
     b.type("#m-snap-name", "nope")
-    click("#m-snap-take")
+    b.click("#m-snap-take")
     msg = b.wait("the refusal", "const m = document.getElementById('m-msg'); return !m.hidden && m.textContent.startsWith('Refused') ? m.textContent : null")
     assert "unauthorized" in msg, msg
     assert "nope" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
     b.shot("10-refused-without-token")
-    print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({clicks} clicks)")
-finally:
-    b.close()
+    print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({b.clicks} clicks)")
 PY
-ls -l "$ARTIFACTS"/*.png >&2
 stop_daemon
 echo "PASS"
