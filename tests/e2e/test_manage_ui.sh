@@ -140,10 +140,9 @@ with ManagePage() as b:
     b.click("#m-token-save")
     b.type("#m-snap-name", "nope")
     b.click("#m-snap-take")
-    msg = b.wait("the refusal", "const m = document.getElementById('m-msg'); return !m.hidden && m.textContent.startsWith('Refused') ? m.textContent : null")
+    msg = b.refused("the refusal", "10-refused-without-token")
     assert "unauthorized" in msg, msg
     assert "nope" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
-    b.shot("10-refused-without-token")
     print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({b.clicks} clicks)")
 PY
 stop_daemon

@@ -6,8 +6,11 @@
 # recorded GTID), clone it to a running replica with the progress bar fed by the
 # job's server-sent events (checked through the CLI: the clone's origin and
 # recorded pid; and through the replica: both replication threads run and it
-# applies a later write), and open the restore confirmation, which lists what is
-# lost, then cancel (nothing changes). Each action shows its CLI equivalent;
+# applies a later write); then restore the set: the confirmation lists what is
+# lost; cancel, and confirming while the server runs (refused, naming its pid),
+# change nothing; with the server shut down it is restored, and MariaDB started
+# again on it has the row as at the snapshot and the binlog GTID recorded with
+# it, and its tables check OK. Each action shows its CLI equivalent;
 # screenshots go to $ARTIFACTS.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -37,14 +40,28 @@ sql "create database ck; create table ck.counter (id int primary key, n int) eng
      insert into ck.counter values (1, 1)"
 TOKEN=$(assert_ok "$CACHALOT" token create ui)
 
-browser_python "$TOKEN" "$MY_SOCK" "$D" <<'PY'
+browser_python "$TOKEN" "$MY_SOCK" "$D" "$MARIADB_PID" <<'PY'
 import sys
 import time
 
 from clients import assert_replicating, cli, prop, sql  # tests/e2e/clients.py
 from webdriver import ManagePage  # tests/e2e/webdriver.py
 
-token, my_sock, d = sys.argv[1:4]
+token, my_sock, d, mariadb_pid = sys.argv[1:5]
+
+
+def wait_exited(pid):
+    """Until PID has exited (gone, or a zombie its parent, the script, has not reaped)."""
+    for _ in range(600):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"pid {pid} did not exit within 60 s")
+
 
 with ManagePage() as b:
     b.login(token)
@@ -96,7 +113,8 @@ with ManagePage() as b:
     assert sql(replica_sock, "select n from ck.counter") == "5", "the replica applies the source's writes"
 
     # Restore asks first, listing what is lost; cancel changes nothing.
-    b.click('#m-my-sets tr[data-myset="tank/mysql/data@s1"] button[data-act="my-restore"]')
+    restore = '#m-my-sets tr[data-myset="tank/mysql/data@s1"] button[data-act="my-restore"]'
+    b.click(restore)
     b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
     body = b.js("return document.getElementById('m-confirm-body').innerText")
     assert "every change to tank/mysql/data since s1 is lost" in body, body
@@ -107,8 +125,35 @@ with ManagePage() as b:
     b.click("#m-confirm-cancel")
     b.wait("the cancel report", "return document.getElementById('m-msg').textContent.startsWith('Cancelled')")
     assert sql(my_sock, "select n from ck.counter") == "5", "cancel changed nothing"
-    print(f"ok: the web UI took a MySQL snapshot set and cloned it to a running replica ({b.clicks} clicks)")
+
+    # Confirmed while the server runs: refused, naming the server; nothing changes.
+    b.click(restore)
+    b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
+    b.click("#m-confirm-ok")
+    msg = b.refused("the refusal while the server runs", "5-restore-refused")
+    assert f"in use by pid {mariadb_pid}" in msg and "stop the server first" in msg, msg
+    assert sql(my_sock, "select n from ck.counter") == "5", "a refused restore changed nothing"
+
+    # Stopped, then restored by clicks: the daemon rolls both members back and
+    # mounts them again (the data is checked by the restarted server, below).
+    sql(my_sock, "shutdown")
+    wait_exited(mariadb_pid)
+    b.click(restore)
+    b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
+    b.click("#m-confirm-ok")
+    b.done("restore", "cachalot mysql restore tank/mysql/data@s1")
+    b.shot("6-restored")
+    mounts = open("/proc/mounts").read()
+    assert f" {d}/data fuse" in mounts and f" {d}/log fuse" in mounts, "the members are mounted again"
+    assert [line.split("\t")[0] for line in cli("mysql", "list", "-H").splitlines()] == ["tank/mysql/data@s1"]
+    print(f"ok: the web UI took a MySQL snapshot set, cloned it to a running replica and restored it ({b.clicks} clicks)")
 PY
+note "MariaDB restarted on the restored datasets: the data and the binlog are as of s1"
+mariadb_start
+assert_eq "$(sql "select n from ck.counter")" 1 "the counter as at s1 (5 was written after it)"
+assert_eq "$(sql "select @@gtid_binlog_pos")" "$("$CACHALOT" get -H -o value cachalot.mysql:gtid tank/mysql/log@s1)" \
+    "the binlog ends at the GTID recorded with s1"
+check_tables ck
 pid=$("$CACHALOT" get -H -o value cachalot.mysql:pid tank/replica/data)
 kill -TERM "$pid"
 for ((i = 0; i < 300; i++)); do [[ -e /proc/$pid ]] || break; sleep 0.1; done

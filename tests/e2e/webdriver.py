@@ -158,3 +158,13 @@ class ManagePage(Browser):
         assert msg.startswith("Done. CLI: " + cli_prefix), f"{what}: {msg}"
         self.js("document.getElementById('m-msg').hidden = true")
         print(f"  {what}: {msg}")
+
+    def refused(self, what, shot, timeout=30):
+        """Wait for the report of a refused action, screenshot it as SHOT, and
+        return its text (the daemon's error)."""
+        msg = self.wait(what, "const m = document.getElementById('m-msg'); "
+                        "return !m.hidden && m.textContent.startsWith('Refused') ? m.textContent : null", timeout)
+        self.shot(shot)
+        self.js("document.getElementById('m-msg').hidden = true")
+        print(f"  {what}: {msg}")
+        return msg
