@@ -5,9 +5,11 @@
 # create a pool from a file, create the MySQL datasets (16K data / 128K log, with
 # the reason shown), take snapshots, clone one, roll back through the confirmation
 # that lists what is lost (cancel first: nothing changes), share over NFS, create
-# a volume and share it over iSCSI and NBD (`share list` shows both), resume and
-# pause a replication relationship, and see a change refused without the token. Each step is checked through the CLI
-# afterwards; each shows its CLI equivalent; screenshots go to $ARTIFACTS.
+# a volume and share it over iSCSI and NBD (`share list` shows both), create a
+# replication relationship to a real peer (a second daemon), resume, pause, run
+# it (the peer has the snapshot) and destroy it, and see a change refused without
+# the token. Each step is checked through the CLI afterwards; each shows its CLI
+# equivalent; screenshots go to $ARTIFACTS.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -17,13 +19,34 @@ start_daemon
 WORK=$(mktmp)
 TOKEN=$(assert_ok "$C" token create ui)
 
-browser_python "$TOKEN" "$WORK" <<'PY'
+# The replication peer: a second daemon with a pool "backup", paired with ours.
+PEER=$(mktmp)
+"$C" serve --home "$PEER" --socket "$PEER/s.sock" --http none --iscsi off --nbd off --nfs off \
+    --portmap off --replication 127.0.0.1:0 >"$ARTIFACTS/peer.log" 2>&1 &
+PEER_PID=$!
+background "$PEER_PID"
+for ((i = 0; i < 200; i++)); do
+    [[ -s $PEER/replication.addr ]] && "$C" --socket "$PEER/s.sock" pool list >/dev/null 2>&1 && break
+    _alive "$PEER_PID" || fail "the peer daemon exited during startup (see $ARTIFACTS/peer.log)"
+    sleep 0.1
+done
+PEER_ADDR=$(cat "$PEER/replication.addr")
+assert_ok "$C" --socket "$PEER/s.sock" pool create -s 256M backup "$PEER/d0.img" >/dev/null
+PAIR=$(assert_ok "$C" --socket "$PEER/s.sock" replication pair)
+assert_ok "$C" replication pair "$PEER_ADDR" "$PAIR" >/dev/null
+
+browser_python "$TOKEN" "$WORK" "$PEER/s.sock" "$PEER_ADDR" <<'PY'
 import sys
 
 from clients import cli, prop  # tests/e2e/clients.py
 from webdriver import ManagePage  # tests/e2e/webdriver.py
 
-token, work = sys.argv[1:3]
+token, work, peer_sock, peer_addr = sys.argv[1:5]
+
+
+def peer(*args):
+    return cli("--socket", peer_sock, *args)
+
 
 with ManagePage() as b:
     b.login(token)
@@ -122,11 +145,34 @@ with ManagePage() as b:
     b.done("NBD unshare", "cachalot set sharenbd=off tank/vol1")
     assert prop("tank/vol1", "sharenbd") == "off" and prop("tank/vol1", "shareiscsi") == "on"
 
-    # Replication: a relationship made with the CLI, paused; resume and pause it
-    # by clicks (its peer does not exist: the list still shows it, with its lag).
-    cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
+    # Replication to a real peer (a second daemon, paired through the CLI): the
+    # relationship is created paused by clicks, run now (the peer then has the
+    # snapshot, and the list shows the lag), resumed and paused, and destroyed
+    # through its confirmation (the peer's copy stays).
     b.open("/?reload=1#/manage")  # a reload: the token stays for the tab
+    b.wait("the filesystems in the replication form", "return document.querySelector('#m-repl-src option[value=\"tank/mysql\"]') !== null")
+    b.type("#m-repl-name", "r1")
+    b.click('#m-repl-src option[value="tank/mysql"]')
+    b.type("#m-repl-target", f"{peer_addr}/backup/copy")
+    b.type("#m-repl-schedule", "1h")
+    b.click("#m-repl-paused")
+    repl_cli = f"cachalot replication create --source tank/mysql --target {peer_addr}/backup/copy --schedule 1h --paused r1"
+    assert b.js("return document.getElementById('m-repl-cli').textContent") == repl_cli
+    b.click("#m-repl-create")
+    b.done("create relationship", repl_cli)
+    row = cli("replication", "list", "-H").split("\t")
+    assert row[:4] == ["r1", "tank/mysql", f"{peer_addr}/backup/copy", "paused"], row
     b.wait("the relationship in the table", "return document.querySelector('#m-repl tr[data-repl=\"r1\"] button[data-act=\"repl-resume\"]') !== null")
+    # Paused: no cycle has run; "Run now" sends one snapshot to the peer.
+    assert peer("list", "-H", "-t", "snapshot", "-o", "name") == ""
+    b.click('#m-repl tr[data-repl="r1"] button[data-act="repl-run"]')
+    b.done("run now", "cachalot replication run r1", timeout=60)
+    sent = cli("list", "-H", "-t", "snapshot", "-o", "name", "tank/mysql").split()
+    copies = peer("list", "-H", "-t", "snapshot", "-o", "name").split()
+    assert len(sent) == 1 and copies == ["backup/copy@" + sent[0].split("@")[1]], (sent, copies)
+    lag = b.js("return document.querySelector('#m-repl tr[data-repl=\"r1\"]').cells[4].textContent")
+    err = b.js("return document.querySelector('#m-repl tr[data-repl=\"r1\"]').cells[6].textContent")
+    assert lag.endswith("s") and err == "-", (lag, err)
     b.click('#m-repl tr[data-repl="r1"] button[data-act="repl-resume"]')
     b.done("resume", "cachalot replication resume r1")
     assert "paused" not in cli("replication", "list", "-H").split("\t")[3], cli("replication", "list", "-H")
@@ -134,6 +180,14 @@ with ManagePage() as b:
     b.done("pause", "cachalot replication pause r1")
     assert cli("replication", "list", "-H").split("\t")[3] == "paused", cli("replication", "list", "-H")
     b.shot("9-replication")
+    b.click('#m-repl tr[data-repl="r1"] button[data-act="destroy-repl"]')
+    b.wait("the destroy confirmation", "return !document.getElementById('m-confirm').hidden")
+    body = b.js("return document.getElementById('m-confirm-body').innerText")
+    assert f"the copy on {peer_addr}/backup/copy stays" in body, body
+    b.click("#m-confirm-ok")
+    b.done("destroy relationship", "cachalot replication destroy r1")
+    assert cli("replication", "list", "-H") == ""
+    assert copies[0] in peer("list", "-H", "-t", "snapshot", "-o", "name").split(), "the peer's copy stays"
 
     # Without the token a change is refused and nothing changes.
     b.type("#m-token", "")
@@ -146,4 +200,9 @@ with ManagePage() as b:
     print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({b.clicks} clicks)")
 PY
 stop_daemon
+kill -TERM "$PEER_PID"
+PEER_EXIT=0
+wait "$PEER_PID" || PEER_EXIT=$?
+assert_eq "$PEER_EXIT" 0 "the peer's exit status after SIGTERM"
+if grep -E "panicked at|internal error" "$ARTIFACTS/peer.log"; then fail "the peer logged a panic or an internal error"; fi
 echo "PASS"
