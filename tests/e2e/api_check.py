@@ -4,7 +4,7 @@ import os
 import subprocess
 import time
 
-from api_lib import CLI, WORK, api, cli, events, ok, prop, q, refused  # tests/e2e/api_lib.py
+from api_lib import CLI, TOKEN, WORK, api, cli, events, ok, prop, q, refused  # tests/e2e/api_lib.py
 
 
 print("--- openapi: every route described")
@@ -234,11 +234,32 @@ for proto in ("iscsi", "nbd"):
     assert prop("tank/vol", f"share{proto}") == "off", proto
 assert not [r for r in ok("GET", "/shares") if r["name"] == "tank/vol"]
 
-print("--- replication: list with lag, pause, resume, run")
+print("--- replication: create, list with lag, pause, resume, run, destroy")
 assert ok("GET", "/replication") == []
-cli("replication", "create", "r1", "--source", "tank/mysql", "--target", "127.0.0.1:9/tank/copy", "--paused")
+
+
+def refused_repl(method, path, body=None, status=400, code="invalid_request", token=TOKEN):
+    """A refused replication request changes no relationship (nor anything else)."""
+    before = ok("GET", "/replication")
+    refused(method, path, body, status, code, token=token)
+    assert ok("GET", "/replication") == before, f"{method} {path} {body} changed the relationships"
+
+
+r1 = {"name": "r1", "source": "tank/mysql", "target": "127.0.0.1:9/tank/copy", "paused": True}
+refused_repl("POST", "/replication", r1, status=401, code="unauthorized", token=None)
+refused_repl("POST", "/replication", {**r1, "bogus": 1})
+refused_repl("POST", "/replication", {**r1, "paused": "yes"})
+refused_repl("POST", "/replication", {k: v for k, v in r1.items() if k != "target"})
+refused_repl("POST", "/replication", {**r1, "name": "bad name"})
+refused_repl("POST", "/replication", {**r1, "source": "tank/nosuch"}, status=404, code="not_found")
+refused_repl("POST", "/replication", {**r1, "target": "no-port/tank/copy"})
+refused_repl("POST", "/replication", {**r1, "schedule": "0s"})
+refused_repl("POST", "/replication", {**r1, "source": "tank/mysql/data,tank/mysql/log"})  # a MySQL set without its socket
+ok("POST", "/replication", r1)
+refused_repl("POST", "/replication", r1, status=409, code="already_exists")
 rows = ok("GET", "/replication")
 assert [r["name"] for r in rows] == ["r1"] and rows[0]["state"] == "paused" and "lag" in rows[0], rows
+assert cli("replication", "list", "-H").split("\t")[:3] == ["r1", "tank/mysql", "127.0.0.1:9/tank/copy"], cli("replication", "list", "-H")
 assert ok("GET", "/replication/r1") == rows
 refused("GET", "/replication/nosuch", status=404, code="not_found")
 refused("POST", "/replication/r1/resume", status=401, code="unauthorized", token=None)
@@ -252,7 +273,10 @@ assert cli("replication", "list", "-H").split("\t")[3] == "paused"
 st, v = api("POST", "/replication/r1/run")
 assert 400 <= st < 600 and v["error"]["message"], (st, v)
 assert ok("GET", "/replication/r1")[0]["last_error"], "the failed run is recorded"
-cli("replication", "destroy", "r1")
+refused_repl("DELETE", "/replication/r1", status=401, code="unauthorized", token=None)
+refused_repl("DELETE", "/replication/nosuch", status=404, code="not_found")
+ok("DELETE", "/replication/r1")
+assert ok("GET", "/replication") == [] and cli("replication", "list", "-H") == ""
 
 print("--- destroy, export, import")
 ok("DELETE", f"/datasets/{q('tank/vol')}")

@@ -3,11 +3,12 @@ or without the token, success and refusal checks (a refusal must change nothing,
 as the CLI sees it). The checks are run as SCRIPT ADDR TOKEN CACHALOT WORKDIR
 ARTIFACTS; these globals come from those arguments."""
 import json
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from clients import cli, prop  # noqa: F401 (tests/e2e/clients.py; prop is for the checks)
 
 ADDR, TOKEN, CLI, WORK, ARTIFACTS = sys.argv[1:6]
 BASE = f"http://{ADDR}/api/v1"
@@ -35,14 +36,6 @@ def ok(method, path, body=None, status=200):
     st, v = api(method, path, body)
     assert st == status, f"{method} {path} {body}: {st} {v}"
     return v
-
-
-def cli(*args):
-    return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
-
-
-def prop(name, p):
-    return cli("get", "-H", "-o", "value", p, name).strip()
 
 
 def state():

@@ -7,20 +7,15 @@ PHASE "running": snapshot set, list, advise, clone to a running replica as a job
 (the servers are stopped): restore."""
 import json
 import os
-import subprocess
 import sys
 import time
 
+from clients import assert_replicating, sql  # tests/e2e/clients.py
 from api_lib import api, cli, events, ok, prop, q, refused  # tests/e2e/api_lib.py
 
 PHASE = sys.argv[6]
 MY_SOCK, D = os.environ["MY_SOCK"], os.environ["D"]
 SET = ["tank/mysql/data", "tank/mysql/log"]
-
-
-def sql(sock, query):
-    return subprocess.run(["mariadb", "-S", sock, "-uroot", "-N", "-B", "-e", query],
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def jobs():
@@ -133,9 +128,7 @@ if PHASE == "running":
     assert prop("tank/replica/data", "cachalot.mysql:pid") == str(pid)
     assert prop("tank/replica/data", "origin") == "tank/mysql/data@s1"
     os.kill(pid, 0)
-    status = subprocess.run(["mariadb", "-S", replica_sock, "-uroot", "-e", "show slave status\\G"],
-                            check=True, capture_output=True, text=True).stdout
-    assert "Slave_IO_Running: Yes" in status and "Slave_SQL_Running: Yes" in status, status
+    assert_replicating(replica_sock)
     sql(MY_SOCK, "update ck.counter set n = 3")
     gtid = sql(MY_SOCK, "select @@gtid_binlog_pos")
     for _ in range(200):

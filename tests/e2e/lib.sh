@@ -10,7 +10,8 @@
 # A script can also be run by hand: these default to the values above.
 #
 # Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, mktmp,
-# start_daemon, stop_daemon, kill9_daemon, note.
+# start_daemon, stop_daemon, kill9_daemon, note, free_port, background, stop_background,
+# need_browser, browser_python.
 #
 # Every test fails if the daemon panics (or logs an internal error), dies on its
 # own, or exits non-zero when stopped; see _e2e_cleanup and stop_daemon.
@@ -29,6 +30,7 @@ rm -f "$ARTIFACTS/daemon.log"
 _E2E_ROOT=$(mktemp -d "/tmp/cachalot-e2e.$TEST_NAME.XXXXXX")
 DAEMON_PID=
 DAEMON_STARTS=0
+_E2E_BACKGROUND=()
 LAST_STDERR=
 
 # fail MSG: print MSG (with the caller's location) to stderr and exit 1.
@@ -99,6 +101,12 @@ assert_fails() {
 # Safe in $(...): the cleanup removes the whole root, not a list.
 # (Note: `fail` inside $(...) only leaves the subshell; assert outside it.)
 mktmp() { mktemp -d "$_E2E_ROOT/tmp.XXXXXX"; }
+
+# free_port: print a TCP port of 127.0.0.1 that is free now (for a server the
+# test starts; the kernel picks it, so parallel tests do not collide).
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 
 # status_col STATUS DEVICE N: field N of the `pool status` row of the device named
 # DEVICE (its whole name, or the last component of its path). Matching a substring of
@@ -205,12 +213,45 @@ kill9_daemon() {
     note "daemon killed with SIGKILL"
 }
 
+# background PID: a process the test started in the background (a workload
+# loop) that stop_background ends; the exit cleanup calls it first, before it
+# stops the daemon, also when the test fails.
+background() { _E2E_BACKGROUND+=("$1"); }
+
+# stop_background: kill and reap every process given to `background`.
+stop_background() {
+    local pid
+    for pid in ${_E2E_BACKGROUND[@]+"${_E2E_BACKGROUND[@]}"}; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true # a killed loop ends with status 143
+    done
+    _E2E_BACKGROUND=()
+}
+
+# need_browser: fail unless headless Chromium and its WebDriver can run (a UI
+# test calls it first, before it sets anything up).
+need_browser() {
+    command -v chromedriver >/dev/null || fail "chromedriver is not installed (Debian: chromium-driver)"
+    command -v chromium >/dev/null || fail "chromium is not installed"
+}
+
+# browser_python [ARGS...] <<'PY' ... PY: run the Python script on stdin, with
+# ARGS as sys.argv[1:] and tests/e2e on its path, to drive the daemon's web UI in
+# headless Chromium (tests/e2e/webdriver.py: Browser, ManagePage); then list the
+# screenshots it left in $ARTIFACTS. Call it after start_daemon.
+browser_python() {
+    need_browser
+    PYTHONPATH=$REPO/tests/e2e python3 - "$@"
+    ls -l "$ARTIFACTS"/*.png >&2
+}
+
 # At exit every test also fails when (unless it already failed) the daemon died
 # on its own, did not shut down cleanly, or logged a panic or an internal error;
 # a test that provokes these on purpose sets ALLOW_DAEMON_ERRORS=1.
 _e2e_cleanup() {
     local rc=$? i m code=0 errors
     set +e
+    stop_background
     if [[ -n $DAEMON_PID ]] && ! _alive "$DAEMON_PID"; then
         wait "$DAEMON_PID" 2>/dev/null
         code=$?

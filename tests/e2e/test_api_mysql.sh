@@ -36,7 +36,7 @@ _api_mysql_cleanup() {
 }
 trap _api_mysql_cleanup EXIT
 
-MY_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+MY_PORT=$(free_port)
 mariadb_on_cachalot 1G
 export D MY_SOCK
 sql "create database ck; create table ck.counter (id int primary key, n int) engine=innodb;

@@ -6,8 +6,11 @@
 # recorded GTID), clone it to a running replica with the progress bar fed by the
 # job's server-sent events (checked through the CLI: the clone's origin and
 # recorded pid; and through the replica: both replication threads run and it
-# applies a later write), and open the restore confirmation, which lists what is
-# lost, then cancel (nothing changes). Each action shows its CLI equivalent;
+# applies a later write); then restore the set: the confirmation lists what is
+# lost; cancel, and confirming while the server runs (refused, naming its pid),
+# change nothing; with the server shut down it is restored, and MariaDB started
+# again on it has the row as at the snapshot and the binlog GTID recorded with
+# it, and its tables check OK. Each action shows its CLI equivalent;
 # screenshots go to $ARTIFACTS.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,14 +18,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/fuse_lib.sh"
 
 command -v mariadbd >/dev/null || fail "mariadb-server is not installed"
-command -v chromedriver >/dev/null || fail "chromedriver is not installed (Debian: chromium-driver)"
-command -v chromium >/dev/null || fail "chromium is not installed"
+need_browser
 
-DRIVER_PID=
 _ui_mysql_cleanup() {
     local rc=$? pid
     set +e
-    [[ -n $DRIVER_PID ]] && kill "$DRIVER_PID" 2>/dev/null && wait "$DRIVER_PID" 2>/dev/null
     # The replica's server outlives its job: stop it before the daemon goes.
     pid=$("$CACHALOT" get -H -o value cachalot.mysql:pid tank/replica/data 2>/dev/null)
     if [[ $pid =~ ^[0-9]+$ ]]; then
@@ -34,59 +34,43 @@ _ui_mysql_cleanup() {
 }
 trap _ui_mysql_cleanup EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 MY_PORT=$(free_port)
 mariadb_on_cachalot 1G
 sql "create database ck; create table ck.counter (id int primary key, n int) engine=innodb;
      insert into ck.counter values (1, 1)"
 TOKEN=$(assert_ok "$CACHALOT" token create ui)
-PORT=$(free_port)
-chromedriver --port="$PORT" --allowed-ips=127.0.0.1 >"$ARTIFACTS/chromedriver.log" 2>&1 &
-DRIVER_PID=$!
-ADDR=$(cat "$HOME_DIR/http.addr")
 
-python3 - "$PORT" "$ADDR" "$ARTIFACTS" "$(mktmp)" "$(dirname "${BASH_SOURCE[0]}")" "$TOKEN" "$CACHALOT" "$MY_SOCK" "$D" <<'PY'
-import subprocess, sys, time
+browser_python "$TOKEN" "$MY_SOCK" "$D" "$MARIADB_PID" <<'PY'
+import sys
+import time
 
-port, addr, artifacts, profile, here, token, cli_bin, my_sock, d = sys.argv[1:10]
-sys.path.insert(0, here)
+from clients import assert_replicating, cli, prop, sql  # tests/e2e/clients.py
 from webdriver import ManagePage  # tests/e2e/webdriver.py
 
-
-def cli(*args):
-    return subprocess.run([cli_bin, *args], check=True, capture_output=True, text=True).stdout
+token, my_sock, d, mariadb_pid = sys.argv[1:5]
 
 
-def prop(name, p):
-    return cli("get", "-H", "-o", "value", p, name).strip()
+def wait_exited(pid):
+    """Until PID has exited (gone, or a zombie its parent, the script, has not reaped)."""
+    for _ in range(600):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"pid {pid} did not exit within 60 s")
 
 
-def sql(sock, query):
-    return subprocess.run(["mariadb", "-S", sock, "-uroot", "-N", "-B", "-e", query],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
-b = ManagePage(port, artifacts, profile)
-clicks = 0
-
-
-def click(css):
-    global clicks
-    clicks += 1
-    b.click(css)
-
-
-try:
-    b.open(f"http://{addr}/#/manage")
-    b.wait("the manage page", "return !document.getElementById('page-manage').hidden")
-    b.type("#m-token", token)
-    click("#m-token-save")
+with ManagePage() as b:
+    b.login(token)
 
     b.type("#m-my-sock", my_sock)
     b.type("#m-my-snap", "s1")
     take_cli = f"cachalot mysql snapshot --socket {my_sock} tank/mysql/data,tank/mysql/log s1"
     assert b.js("return document.getElementById('m-my-take-cli').textContent") == take_cli
-    click("#m-my-take")
+    b.click("#m-my-take")
     b.done("MySQL snapshot set", take_cli)
     sets = [line.split("\t") for line in cli("mysql", "list", "-H").splitlines()]
     assert [s[:2] for s in sets] == [["tank/mysql/data@s1", "tank/mysql/data,tank/mysql/log"]], sets
@@ -97,7 +81,7 @@ try:
 
     # Clone to a running replica: the source socket was filled in from the take form.
     assert b.js("return document.getElementById('m-my-clone-of').value") == my_sock
-    click('#m-my-clone-src option[value="tank/mysql/data@s1"]')
+    b.click('#m-my-clone-src option[value="tank/mysql/data@s1"]')
     b.type("#m-my-clone-target", "tank/replica")
     b.type("#m-my-clone-mp", f"{d}/replica")
     clone_cli = f"cachalot mysql clone --replica-of {my_sock} --mountpoint {d}/replica tank/mysql/data@s1 tank/replica"
@@ -105,7 +89,7 @@ try:
     # Record the progress bar as the events move it.
     b.js("window.seen = []; new MutationObserver(() => window.seen.push(document.getElementById('m-my-step').textContent))"
          ".observe(document.getElementById('m-my-step'), {childList: true, characterData: true, subtree: true})")
-    click("#m-my-clone-go")
+    b.click("#m-my-clone-go")
     b.wait("the progress bar", "return !document.getElementById('m-my-progress').hidden")
     b.shot("2-clone-progress")
     b.done("clone to a running replica", clone_cli, timeout=180)
@@ -120,9 +104,7 @@ try:
     assert step.split("pid ")[1].split(",")[0] == pid, (step, pid)
     assert prop("tank/replica/data", "origin") == "tank/mysql/data@s1"
     replica_sock = step.split("socket ")[1]
-    status = subprocess.run(["mariadb", "-S", replica_sock, "-uroot", "-e", "show slave status\\G"],
-                            check=True, capture_output=True, text=True).stdout
-    assert "Slave_IO_Running: Yes" in status and "Slave_SQL_Running: Yes" in status, status
+    assert_replicating(replica_sock)
     sql(my_sock, "update ck.counter set n = 5")
     for _ in range(200):
         if sql(replica_sock, "select n from ck.counter") == "5":
@@ -131,7 +113,8 @@ try:
     assert sql(replica_sock, "select n from ck.counter") == "5", "the replica applies the source's writes"
 
     # Restore asks first, listing what is lost; cancel changes nothing.
-    click('#m-my-sets tr[data-myset="tank/mysql/data@s1"] button[data-act="my-restore"]')
+    restore = '#m-my-sets tr[data-myset="tank/mysql/data@s1"] button[data-act="my-restore"]'
+    b.click(restore)
     b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
     body = b.js("return document.getElementById('m-confirm-body').innerText")
     assert "every change to tank/mysql/data since s1 is lost" in body, body
@@ -139,14 +122,38 @@ try:
     assert "must be stopped" in body, body
     assert b.js("return document.getElementById('m-confirm-cli').textContent") == "cachalot mysql restore tank/mysql/data@s1"
     b.shot("4-restore-confirm")
-    click("#m-confirm-cancel")
+    b.click("#m-confirm-cancel")
     b.wait("the cancel report", "return document.getElementById('m-msg').textContent.startsWith('Cancelled')")
     assert sql(my_sock, "select n from ck.counter") == "5", "cancel changed nothing"
-    print(f"ok: the web UI took a MySQL snapshot set and cloned it to a running replica ({clicks} clicks)")
-finally:
-    b.close()
+
+    # Confirmed while the server runs: refused, naming the server; nothing changes.
+    b.click(restore)
+    b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
+    b.click("#m-confirm-ok")
+    msg = b.refused("the refusal while the server runs", "5-restore-refused")
+    assert f"in use by pid {mariadb_pid}" in msg and "stop the server first" in msg, msg
+    assert sql(my_sock, "select n from ck.counter") == "5", "a refused restore changed nothing"
+
+    # Stopped, then restored by clicks: the daemon rolls both members back and
+    # mounts them again (the data is checked by the restarted server, below).
+    sql(my_sock, "shutdown")
+    wait_exited(mariadb_pid)
+    b.click(restore)
+    b.wait("the restore confirmation", "return !document.getElementById('m-confirm').hidden")
+    b.click("#m-confirm-ok")
+    b.done("restore", "cachalot mysql restore tank/mysql/data@s1")
+    b.shot("6-restored")
+    mounts = open("/proc/mounts").read()
+    assert f" {d}/data fuse" in mounts and f" {d}/log fuse" in mounts, "the members are mounted again"
+    assert [line.split("\t")[0] for line in cli("mysql", "list", "-H").splitlines()] == ["tank/mysql/data@s1"]
+    print(f"ok: the web UI took a MySQL snapshot set, cloned it to a running replica and restored it ({b.clicks} clicks)")
 PY
-ls -l "$ARTIFACTS"/*.png >&2
+note "MariaDB restarted on the restored datasets: the data and the binlog are as of s1"
+mariadb_start
+assert_eq "$(sql "select n from ck.counter")" 1 "the counter as at s1 (5 was written after it)"
+assert_eq "$(sql "select @@gtid_binlog_pos")" "$("$CACHALOT" get -H -o value cachalot.mysql:gtid tank/mysql/log@s1)" \
+    "the binlog ends at the GTID recorded with s1"
+check_tables ck
 pid=$("$CACHALOT" get -H -o value cachalot.mysql:pid tank/replica/data)
 kill -TERM "$pid"
 for ((i = 0; i < 300; i++)); do [[ -e /proc/$pid ]] || break; sleep 0.1; done

@@ -305,3 +305,37 @@ op! {
     /// Revoke a named API token.
     TokenRevoke = "token.revoke" { pub name: String }
 }
+
+op! {
+    /// Create a replication relationship: send `source` to a paired appliance's
+    /// `target` (`HOST:PORT/FS`) every `schedule`. A MySQL set names its
+    /// datasets comma-separated, datadir first, with its server's `mysql_socket`.
+    ReplCreate = "repl.create" {
+        pub name: String,
+        pub source: String,
+        pub target: String,
+        /// Time between cycles: `30s`, `5m`, `1h` (default 5m).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub schedule: Option<String>,
+        /// Retention grid on both sides (default `1h:every 5m, 1d:every 1h, 30d:every 1d`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub keep: Option<String>,
+        /// Bandwidth limit in bytes per second (`50M`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub bwlimit: Option<Size>,
+        /// No cycle until it is resumed or run.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub paused: bool,
+        /// The source is a MySQL set: each cycle snapshots it through this server.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mysql_socket: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mysql_user: Option<String>,
+    }
+}
+
+op! {
+    /// Destroy a replication relationship (its holds on the source's snapshots
+    /// go; the target's copy stays).
+    ReplDestroy = "repl.destroy" { pub name: String }
+}

@@ -3,6 +3,7 @@
 
 use crate::commands::{CmdResult, Ctx};
 use crate::table::{format_date, Table};
+use cachalot_api_types::requests::{ReplCreate, ReplDestroy, Size};
 use cachalot_daemon::format_size;
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -233,18 +234,22 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
         } => {
             let mysql_socket = mysql_socket
                 .map(|p| crate::commands::absolute(&p))
-                .transpose()?;
+                .transpose()?
+                .map(|p| p.to_string_lossy().into_owned());
             if pull {
                 return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
             }
-            ctx.call(
-                "repl.create",
-                json!({
-                    "name": name, "source": source, "target": target,
-                    "schedule": schedule, "keep": keep, "bwlimit": bwlimit, "paused": paused,
-                    "mysql_socket": mysql_socket, "mysql_user": mysql_user,
-                }),
-            )?;
+            ctx.send(&ReplCreate {
+                name,
+                source,
+                target,
+                schedule,
+                keep,
+                bwlimit: bwlimit.map(Size::Text),
+                paused,
+                mysql_socket,
+                mysql_user,
+            })?;
             Ok(())
         }
         ReplicationCmd::List {
@@ -269,7 +274,10 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
         }
         ReplicationCmd::Pause { name } => simple(ctx, "repl.pause", &name),
         ReplicationCmd::Resume { name } => simple(ctx, "repl.resume", &name),
-        ReplicationCmd::Destroy { name } => simple(ctx, "repl.destroy", &name),
+        ReplicationCmd::Destroy { name } => {
+            ctx.send(&ReplDestroy { name })?;
+            Ok(())
+        }
         ReplicationCmd::Break { name } => {
             let r = ctx.call("repl.break", json!({ "name": name }))?;
             println!(

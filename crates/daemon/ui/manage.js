@@ -1,7 +1,7 @@
 // The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
 // (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares,
 // volumes shared over iSCSI or NBD, every share with its clients, and replication
-// relationships with their lag (run, pause, resume), MySQL snapshot sets (take,
+// relationships with their lag (create, run, pause, resume, destroy), MySQL snapshot sets (take,
 // restore) and "clone to a running replica" with its progress (the job's events).
 // Every action calls the REST API under /api/v1 (the same typed requests as the
 // CLI) and shows its CLI equivalent; destructive ones ask first. The API token is
@@ -77,6 +77,8 @@
   const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
   const volCli = () => `cachalot create -V ${sh($("m-vol-size").value)} ${sh($("m-vol-name").value)}`;
   const blkCli = (on) => `cachalot set share${$("m-blk-proto").value}=${on ? "on" : "off"} ${sh($("m-blk-vol").value)}`;
+  const replCli = () => `cachalot replication create --source ${sh($("m-repl-src").value)} --target ${sh($("m-repl-target").value)}` +
+    ` --schedule ${sh($("m-repl-schedule").value)}${$("m-repl-paused").checked ? " --paused" : ""} ${sh($("m-repl-name").value)}`;
   const mySets = () => $("m-my-ds").value.split(",").map((x) => x.trim()).filter(Boolean);
   const myTakeCli = () => `cachalot mysql snapshot --socket ${sh($("m-my-sock").value)} ${sh(mySets().join(","))} ${sh($("m-my-snap").value)}`;
   const myCloneCli = () => `cachalot mysql clone --replica-of ${sh($("m-my-clone-of").value)}` +
@@ -92,6 +94,7 @@
     $("m-snap-cli").textContent = snapCli();
     $("m-clone-cli").textContent = cloneCli();
     $("m-nfs-cli").textContent = nfsCli();
+    $("m-repl-cli").textContent = replCli();
   }
 
   // ---- tables ----
@@ -128,7 +131,7 @@
         `<td>${ago(r.lag)}${r.lagging ? ' <b class="lagging" title="the recovery point is older than twice the schedule">late</b>' : ""}</td><td>${r.last_success ? new Date(r.last_success * 1000).toLocaleString() : "-"}</td><td>${esc(r.last_error || "-")}</td>` +
         `<td><button data-act="repl-run" data-name="${esc(r.name)}">Run now</button> ` +
         (r.state === "paused" ? `<button data-act="repl-resume" data-name="${esc(r.name)}">Resume</button>` : `<button data-act="repl-pause" data-name="${esc(r.name)}">Pause</button>`) +
-        "</td></tr>").join("");
+        ` <button data-act="destroy-repl" data-name="${esc(r.name)}" data-source="${esc(r.source)}" data-target="${esc(r.target)}">Destroy…</button></td></tr>`).join("");
     const details = await Promise.all(pools.map((p) => call("GET", "/pools/" + enc(p.name)).catch(() => null)));
     $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th></th></tr>" +
       pools.map((p, i) => {
@@ -150,6 +153,7 @@
     const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
     options($("m-snap-ds"), fss);
     options($("m-nfs-ds"), fss);
+    options($("m-repl-src"), fss);
     options($("m-blk-vol"), dss.filter((d) => d.type === "volume").map((d) => d.name));
     options($("m-clone-src"), snaps.map((s) => s.name));
     showClis();
@@ -231,6 +235,11 @@
       const cli = `cachalot destroy ${sh(name)}`;
       confirmDialog(`Destroy dataset ${name}?`, [`dataset ${name} and all its data are destroyed`, "refused while it has children, snapshots with clones, or is in use"], cli, "Destroy",
         () => act(cli, [() => call("DELETE", "/datasets/" + enc(name))]));
+    } else if (b.dataset.act === "destroy-repl") {
+      const cli = `cachalot replication destroy ${sh(name)}`;
+      confirmDialog(`Destroy replication ${name}?`, [`${b.dataset.source} is no longer sent to ${b.dataset.target}`,
+        `the holds of ${name} on ${b.dataset.source}'s snapshots are released`, `the copy on ${b.dataset.target} stays`], cli, "Destroy",
+        () => act(cli, [() => call("DELETE", "/replication/" + enc(name))]));
     } else if (b.dataset.act === "destroy-pool") {
       const cli = `cachalot pool destroy ${sh(name)}`;
       confirmDialog(`Destroy pool ${name}?`, [`pool ${name}, every dataset and snapshot in it are destroyed`], cli, "Destroy",
@@ -245,6 +254,7 @@
       $("m-token-state").textContent = $("m-token").value.trim() ? "token set for this tab" : "no token: read only";
     };
     for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
+      "m-repl-name", "m-repl-src", "m-repl-target", "m-repl-schedule", "m-repl-paused",
       "m-my-sock", "m-my-ds", "m-my-snap", "m-my-clone-src", "m-my-clone-target", "m-my-clone-mp", "m-my-clone-of"]) {
       $(id).oninput = showClis;
       $(id).onchange = showClis;
@@ -269,6 +279,9 @@
       confirmDialog(`Stop sharing ${vol} over ${proto}?`, [`clients connected to ${vol} over ${proto} are disconnected`], cli, "Stop sharing",
         () => act(cli, [() => call("DELETE", `/shares/${proto}/${enc(vol)}`)]));
     };
+    $("m-repl-create").onclick = () => act(replCli(), [() => call("POST", "/replication", {
+      name: $("m-repl-name").value, source: $("m-repl-src").value, target: $("m-repl-target").value,
+      schedule: $("m-repl-schedule").value, paused: $("m-repl-paused").checked })]);
     $("m-my-take").onclick = () => act(myTakeCli(), [() => call("POST", "/mysql/snapshots", {
       socket: $("m-my-sock").value, datasets: mySets(), snapshot: $("m-my-snap").value })]);
     $("m-my-clone-go").onclick = () => {

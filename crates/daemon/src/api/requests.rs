@@ -7,6 +7,7 @@ pub use cachalot_api_types::requests::*;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::replication::REPL_OPS;
     use crate::daemon::OPS;
     use serde_json::json;
     use utoipa::openapi::schema::Schema;
@@ -28,6 +29,7 @@ mod tests {
     fn check<T: Op + ToSchema>() {
         let allowed = OPS
             .iter()
+            .chain(REPL_OPS)
             .find(|(n, _)| *n == T::OP)
             .unwrap_or_else(|| panic!("{} is not an op", T::OP))
             .1;
@@ -62,6 +64,8 @@ mod tests {
         check::<TokenCreate>();
         check::<TokenList>();
         check::<TokenRevoke>();
+        check::<ReplCreate>();
+        check::<ReplDestroy>();
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //!   `shareiscsi` / `sharenbd` to on or off (what `share list`, at
 //!   `GET /api/v1/shares`, then shows with its clients);
 //! - `GET /api/v1/replication` (and `/{name}`) lists relationships with their lag,
-//!   `POST /api/v1/replication/{name}/run|pause|resume` act on one.
+//!   `POST /api/v1/replication` creates one (the CLI's `replication create`
+//!   request), `DELETE /api/v1/replication/{name}` destroys one, and
+//!   `POST /api/v1/replication/{name}/run|pause|resume` act on one (`run` sends
+//!   to the peer now).
 //!
 //! Invariants: each route builds one typed request and runs it through
 //! `Daemon::handle` (as the CLI's `set`, `replication run` ... do), so the engine
@@ -11,8 +14,8 @@
 //! [`Auth`] first.
 
 use super::error::ErrorBody;
-use super::requests::{DsSet, Op};
-use super::routes::{run, Auth};
+use super::requests::{DsSet, Op, ReplCreate, ReplDestroy};
+use super::routes::{run, Auth, Body};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -123,6 +126,25 @@ async fn list_replication(State(d): D) -> ApiResult {
     run(d, ReplList::default()).await
 }
 
+/// Create a relationship to a paired appliance (checked in full first: a refused
+/// one is not saved). Unless `paused`, its first cycle runs at once.
+#[utoipa::path(post, path = "/api/v1/replication", tag = "replication", request_body = ReplCreate,
+    security(("token" = [])),
+    responses((status = 200, description = "Created", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn create_replication(State(d): D, _a: Auth, Body(r): Body<ReplCreate>) -> ApiResult {
+    run(d, r).await
+}
+
+/// Destroy a relationship; the source's holds for it go, the target's copy stays.
+#[utoipa::path(delete, path = "/api/v1/replication/{name}", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
+    responses((status = 200, description = "Destroyed", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn destroy_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+    run(d, ReplDestroy { name }).await
+}
+
 /// One replication relationship (a one-row list).
 #[utoipa::path(get, path = "/api/v1/replication/{name}", tag = "replication",
     params(("name" = String, Path, description = "relationship name")),
@@ -164,8 +186,8 @@ async fn resume_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> 
 pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
     r.routes(routes!(share_iscsi, unshare_iscsi))
         .routes(routes!(share_nbd, unshare_nbd))
-        .routes(routes!(list_replication))
-        .routes(routes!(get_replication))
+        .routes(routes!(list_replication, create_replication))
+        .routes(routes!(get_replication, destroy_replication))
         .routes(routes!(run_replication))
         .routes(routes!(pause_replication))
         .routes(routes!(resume_replication))

@@ -88,6 +88,7 @@ fn every_api_route_is_documented() {
         "/api/v1/shares/iscsi/{name}",
         "/api/v1/shares/nbd/{name}",
         "/api/v1/replication",
+        "/api/v1/replication/{name}",
         "/api/v1/replication/{name}/run",
         "/api/v1/replication/{name}/pause",
         "/api/v1/replication/{name}/resume",

@@ -432,7 +432,7 @@ impl Daemon {
             }
             None if sources.len() > 1 => {
                 return Err(format!(
-                    "source '{}' lists several datasets: that is a MySQL set, give its server's --mysql-socket",
+                    "source '{}' lists several datasets: that is a MySQL set, which must be given with its server's socket (--mysql-socket; mysql_socket in the API)",
                     sources.join(",")
                 ))
             }

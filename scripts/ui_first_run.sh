@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# From a fresh `make install` to a MariaDB-ready pair of datasets with the web UI
+# (issue 20's measure; not part of make test):
+#   bash scripts/ui_first_run.sh
+# Installs target/ci/cachalot into a staging DESTDIR, starts the installed binary
+# as the unit's ExecStart does (a temporary home in place of /var/lib/cachalot),
+# creates the API token (`cachalot token create`: the one step the UI cannot do,
+# since a token is needed to change anything), then in headless Chromium, as a new
+# user would: paste the token, create a pool from a file, create the MySQL
+# datasets (16K data, 128K log). It prints the clicks, the fields typed and the
+# seconds from the start of `make install`; then mounts the two datasets (CLI:
+# the UI has no local mount), starts MariaDB on them and prints the seconds until
+# it answers.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/lib.sh"
+# shellcheck source=tests/e2e/fuse_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/e2e/fuse_lib.sh"
+
+need_browser
+T0=$(date +%s.%N)
+STAGE=$(mktmp)
+make -s -C "$REPO" install DESTDIR="$STAGE" CACHALOT_BIN="$CACHALOT" >"$ARTIFACTS/install.log" 2>&1 ||
+    fail "make install failed: $(tail -n 5 "$ARTIFACTS/install.log")"
+CACHALOT=$STAGE/usr/local/sbin/cachalot
+export CACHALOT
+start_daemon
+TOKEN=$(assert_ok "$CACHALOT" token create admin)
+WORK=$(mktmp)
+
+browser_python "$TOKEN" "$WORK" "$T0" <<'PY'
+import sys
+import time
+
+from clients import prop  # tests/e2e/clients.py
+from webdriver import ManagePage  # tests/e2e/webdriver.py
+
+token, work, t0 = sys.argv[1], sys.argv[2], float(sys.argv[3])
+typed = 0
+with ManagePage() as b:
+    b.login(token)
+    typed += 1
+    b.type("#m-pool-files", f"{work}/disk0.img")
+    b.type("#m-pool-size", "1G")
+    typed += 2
+    b.click("#m-pool-create")
+    b.done("create pool", "cachalot pool create")
+    b.click("#m-mysql-create")
+    b.done("MySQL datasets", "cachalot create -p tank/mysql")
+    assert prop("tank/mysql/data", "recordsize") == "16K" and prop("tank/mysql/log", "recordsize") == "128K"
+    b.shot("mysql-datasets")
+    print(f"fresh install to the MySQL datasets with the web UI: {time.time() - t0:.1f} s, "
+          f"{b.clicks} clicks, {typed} fields typed (token, pool file, pool size), 1 CLI command (token create)")
+PY
+D=$(mktmp)
+for ds in data log; do
+    mkdir -p "$D/$ds"
+    assert_ok "$CACHALOT" mount "tank/mysql/$ds" "$D/$ds"
+done
+mariadb_init "$D/data" "$D/log" "$D/run"
+mariadb_start
+note "MariaDB answers on the two datasets $(python3 -c "import time; print(f'{time.time() - $T0:.1f}')") s after the start of make install (+2 CLI mounts)"
+mariadb_stop
+stop_daemon
