@@ -7,9 +7,14 @@
 #   repl_link_up            namespaces $NSA and $NSB, $IPA <-veth-> $IPB
 #   start_node N NS [ARGS]  a daemon "N" (A, B, C) in namespace NS, home
 #                           $(node_home N), logging into daemon.log
-#   stop_node N / kill9_node N
+#   stop_node N / kill9_node N / restart_node N (with the arguments it had)
 #   cli N ARGS / CA ARGS / CB ARGS   the CLI of node N, A, B
 #   repl_pair               pair A with B's listener at $TARGET
+#   A relationship $REPL_REL (default r1) from A's mounted $SRC to B's $REPL_DST
+#   (default tank/dst), run by hand:
+#   token_b / wait_token    B's resume token of $REPL_DST / wait for one
+#   kill_mid_transfer N S   kill -9 node N S seconds into a cycle, restart it
+#   same_as_source FILE...  B's newest snapshot equals A's (sha256, listing)
 #
 # $T is a temp dir for the test; B's replication listener is $TARGET.
 # At exit the functions named in REPL_CLEANUP_HOOKS run first (to stop what
@@ -25,7 +30,9 @@ PORT=7480
 TARGET=$IPB:$PORT
 # A cut link must be noticed within seconds, not the default 30.
 export CACHALOT_REPL_TIMEOUT=3
-declare -A PID
+declare -A PID NODE_ARGS
+REPL_REL=${REPL_REL:-r1}
+REPL_DST=${REPL_DST:-tank/dst}
 REPL_CLEANUP_HOOKS=()
 
 # node_home NAME: the daemon home of node NAME.
@@ -43,6 +50,7 @@ start_node() {
     shift 2
     h=$(node_home "$n")
     mkdir -p "$h"
+    NODE_ARGS[$n]="$ns $*"
     echo "==== node $n start $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
     nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" --http none \
         --iscsi off --nbd off --nfs off --portmap off "$@" >>"$ARTIFACTS/daemon.log" 2>&1 &
@@ -60,6 +68,12 @@ kill9_node() {
     wait "${PID[$1]}" 2>/dev/null || true
     PID[$1]=
     note "node $1 killed with SIGKILL"
+}
+
+# restart_node N: start node N again as it was started last.
+restart_node() {
+    # shellcheck disable=SC2086 # the words stored by start_node
+    start_node "$1" ${NODE_ARGS[$1]}
 }
 
 stop_node() {
@@ -114,4 +128,46 @@ repl_pair() {
     local tok
     tok=$(assert_ok CB replication pair)
     assert_ok CA replication pair "$TARGET" "$tok" >/dev/null
+}
+
+# same_as_source FILE...: mount the target, compare FILEs of the newest
+# replicated snapshot with the source's (sha256), and the list of files; unmount
+# (a mounted target refuses increments).
+same_as_source() {
+    local snap
+    snap=$(CB list -H -t snapshot -o name "$REPL_DST" | tail -n 1)
+    snap=${snap#*@}
+    mkdir -p "$T/dst"
+    assert_ok CB mount "$REPL_DST" "$T/dst"
+    diff <(cd "$SRC/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") \
+        <(cd "$T/dst/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") ||
+        fail "the target's $snap differs from the source's"
+    assert_ok CB unmount "$REPL_DST"
+    note "target's $snap matches the source (sha256)"
+}
+
+token_b() { CB get -H -o value receive_resume_token "$REPL_DST" 2>/dev/null || true; }
+
+# wait_token: wait until B has a resume token (a checkpoint of a transfer).
+wait_token() {
+    local i t
+    for ((i = 0; i < 150; i++)); do
+        t=$(token_b)
+        [[ $t == 1-* ]] && return 0
+        sleep 0.1
+    done
+    fail "no resume token on the target within 15 s"
+}
+
+# kill_mid_transfer NODE SECS: start a cycle of $REPL_REL, kill -9 NODE SECS
+# after the target shows a resume token (a checkpoint), and start NODE again.
+kill_mid_transfer() {
+    local run_pid
+    CA replication run "$REPL_REL" >/dev/null 2>&1 &
+    run_pid=$!
+    wait_token
+    sleep "$2"
+    kill9_node "$1"
+    wait "$run_pid" 2>/dev/null || true
+    restart_node "$1"
 }

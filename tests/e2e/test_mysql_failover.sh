@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# timeout: 240
+# timeout: 300
 # Replication of a MySQL set and `cachalot mysql failover` on the target: two
 # appliances in network namespaces joined by a veth (repl_lib.sh); MariaDB on
 # A's FUSE mounts (tank/mysql/data 16K, tank/mysql/log 128K) under a sysbench
@@ -13,6 +13,12 @@
 # and the GTID position it prints is the one recorded at the snapshot.
 # Errors name the relationship: none replicated here, not a MySQL set,
 # MariaDB failing to start.
+# Then `replication resync db` on A clears B's failover mark without losing
+# anything (the server runs on clones) and cycles resume, retention keeping the
+# clone's origin; a second failover on B, and `replication reverse db` on A
+# (refused without -f, naming A's writes since): B's failover set becomes the
+# source of db toward A, whose clone of the reversed snapshot has B's write,
+# not A's rolled-back one, clean CHECK TABLE and B's checksums.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -62,7 +68,8 @@ mysql_on() {
 }
 
 repl_link_up
-start_node A "$NSA"
+# A listens too: the reversed relationship replicates to it.
+start_node A "$NSA" --replication "$IPA:$PORT"
 start_node B "$NSB" --replication "$TARGET"
 assert_ok CA pool create -s 2G tank "$T/a.img"
 assert_ok CB pool create -s 2G tank "$T/b.img"
@@ -158,9 +165,69 @@ note "CHECKSUM TABLE of every table on B equals the source's at $SNAP: $(tr '\n\
 on "$FO_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (1, 'after failover', 'x')"
 
 note "the source's next cycle is refused: broken off on B"
+nsnaps=$(CA list -H -t snapshot -o name tank/mysql/data | grep -c @repl-db-)
 assert_fails CA replication run db
 assert_contains "$LAST_STDERR" "replication db: broken off on the target by mysql failover" "cycle after failover"
 [[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
+assert_eq "$(CA list -H -t snapshot -o name tank/mysql/data | grep -c @repl-db-)" "$nsnaps" \
+    "the refused cycle took no snapshot"
+
+note "resync on A: B's replicated set was never written (the server runs on clones), nothing is lost; B's failover mark goes"
+out=$(assert_ok CA replication resync db)
+assert_contains "$out" "resynced from $SNAP" "resync from the failover's set"
+[[ $out != *destroyed* ]] || fail "resync destroyed something: $out"
+# The mark is gone: B accepts the cycle. Retention there keeps $SNAP, which
+# the failover clone depends on.
+out=$(assert_ok CA replication run db)
+note "cycle after resync: $out"
+SNAP2=$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+for ds in data log; do
+    assert_contains "$(CB list -H -t snapshot -o name "tank/dr/$ds")" "tank/dr/$ds@$SNAP2" "B has $ds@$SNAP2 after resync"
+done
+assert_contains "$(CB list -H -t snapshot -o name tank/dr/data)" "tank/dr/data@$SNAP" "the failover clone's origin stays"
+assert_eq "$(on "$FO_SOCK" "select count(*) from sbtest.sbtest1 where c = 'after failover'")" 1 \
+    "the failover server keeps its write across the resync"
+
+note "failover again, then reverse: B's failover set becomes the source, A its replica"
+json=$(assert_ok mysql_on B failover --clone tank/dr/fo2 --mountpoint "$T/fo2" --json db)
+SERVER_PIDS+=("$(jq -r .pid <<<"$json")")
+FO2_SOCK=$(jq -r .socket <<<"$json")
+assert_eq "$(jq -r .snapshot <<<"$json")" "tank/dr/data@$SNAP2" "second failover used the newest set"
+on "$FO2_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (2, 'written on B', 'y')"
+sql "insert into sbtest.sbtest1 (k, c, pad) values (3, 'lost on A', 'z')"
+mariadb_stop
+for m in data log; do assert_ok CA unmount "tank/mysql/$m"; done
+assert_fails CA replication reverse --address "$IPA:$PORT" db
+assert_contains "$LAST_STDERR" "reverse would destroy here" "reverse without -f"
+assert_contains "$LAST_STDERR" "bytes written to tank/mysql/" "reverse names A's writes since $SNAP2"
+[[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
+assert_contains "$(CA replication list -H)" "db" "a refused reverse keeps A's relationship"
+[[ -z $(CB replication list -H) ]] || fail "a refused reverse gave B a relationship: $(CB replication list -H)"
+out=$(assert_ok CA replication reverse -f --address "$IPA:$PORT" db)
+assert_contains "$out" "now replicates to $IPA:$PORT/tank/mysql/data from snapshot $SNAP2" "reverse -f"
+assert_contains "$(CB replication list -H db)" "tank/dr/fo2/data" "B's failover set is the source of db"
+grep -q "replication db: failover mark cleared (reversed)" "$ARTIFACTS/daemon.log" ||
+    fail "B kept its failover mark after adopting db"
+out=$(assert_ok CB replication run db)
+note "reversed cycle: $out"
+SNAP3=$(CB debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+assert_eq "$(CA get -H -o value cachalot.mysql:members "tank/mysql/log@$SNAP3")" \
+    "tank/mysql/data,tank/mysql/log" "record on A's log@$SNAP3 names A's datasets"
+checksums "$FO2_SOCK" >"$T/expected-back"
+
+note "A's clone of the reversed set: B's data at $SNAP3, without A's lost write"
+out=$(assert_ok mysql_on A clone "tank/mysql/data@$SNAP3" tank/back --mountpoint "$T/back" --start)
+SERVER_PIDS+=("$(awk '$1 == "server" && $2 == "pid" { print $3 }' <<<"$out")")
+BACK_SOCK=$T/back/data.run/mysqld.sock
+for t in $(on "$BACK_SOCK" "select table_name from information_schema.tables where table_schema='sbtest'"); do
+    res=$(on "$BACK_SOCK" "check table sbtest.$t" | awk '$3 == "status" { print $4 }')
+    assert_eq "$res" "OK" "CHECK TABLE sbtest.$t on A after reverse"
+done
+diff "$T/expected-back" <(checksums "$BACK_SOCK") || fail "A's tables differ from B's at $SNAP3"
+assert_eq "$(on "$BACK_SOCK" "select count(*) from sbtest.sbtest1 where c in ('written on B', 'after failover')")" 1 \
+    "A has the second failover server's write (and not the first one's)"
+assert_eq "$(on "$BACK_SOCK" "select count(*) from sbtest.sbtest1 where c = 'lost on A'")" 0 \
+    "A's write after $SNAP2 was rolled back"
 
 _stop_servers
 SERVER_PIDS=()

@@ -26,51 +26,6 @@ mkdir -p "$T/src" "$T/dst"
 assert_ok CA mount tank/src "$T/src"
 SRC=$T/src
 
-# same_as_source FILE...: mount the target, compare FILEs of the newest
-# replicated snapshot with the source's (sha256), and the list of files; unmount
-# (a mounted target refuses increments).
-same_as_source() {
-    local snap
-    snap=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
-    snap=${snap#*@}
-    assert_ok CB mount tank/dst "$T/dst"
-    diff <(cd "$SRC/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") \
-        <(cd "$T/dst/.cachalot/snapshot/$snap" && ls -l && sha256sum -- "$@") ||
-        fail "the target's $snap differs from the source's"
-    assert_ok CB unmount tank/dst
-    note "target's $snap matches the source (sha256)"
-}
-
-token_b() { CB get -H -o value receive_resume_token tank/dst 2>/dev/null || true; }
-
-# wait_token: wait until B has a resume token (a checkpoint of a transfer).
-wait_token() {
-    local i t
-    for ((i = 0; i < 150; i++)); do
-        t=$(token_b)
-        [[ $t == 1-* ]] && return 0
-        sleep 0.1
-    done
-    fail "no resume token on the target within 15 s"
-}
-
-# kill_mid_transfer NODE SECS: start a cycle of r1, kill -9 NODE SECS after the
-# target shows a resume token (a checkpoint), and start NODE again.
-kill_mid_transfer() {
-    local run_pid
-    CA replication run r1 >/dev/null 2>&1 &
-    run_pid=$!
-    wait_token
-    sleep "$2"
-    kill9_node "$1"
-    wait "$run_pid" 2>/dev/null || true
-    if [[ $1 == B ]]; then
-        start_node B "$NSB" --replication "$TARGET"
-    else
-        start_node A "$NSA"
-    fi
-}
-
 note "pairing: a one-time token; wrong or reused tokens and non-replication peers are refused"
 tok=$(assert_ok CB replication pair)
 assert_fails CA replication pair "$TARGET" 0123456789abcdef0123456789abcdef

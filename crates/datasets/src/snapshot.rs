@@ -257,6 +257,13 @@ pub(crate) fn written_bytes(cache: &BlockCache, root: &BlkPtr, after_txg: u64) -
             false
         }
     })?;
+    // A root born after with nothing new below it holds only a new intent log
+    // header (a rolled-back head or a clone gets a fresh log at its next
+    // commit): no data changed. Counting it made a rolled-back replication
+    // target refuse its next increment as diverged.
+    if root.birth_txg > after_txg && sum == root.asize_total() {
+        return Ok(0);
+    }
     Ok(sum)
 }
 
@@ -314,5 +321,41 @@ mod tests {
         store.verify_blocks().unwrap();
         let ds = store.dataset("tank").unwrap();
         assert_eq!(ds.read(obj, 0, 4096).unwrap(), vec![1u8; 4096]);
+    }
+
+    /// A rolled-back head's next commit writes a root with its own (empty)
+    /// log header and nothing else: `written` stays 0, so an incremental
+    /// receive is not refused as diverged.
+    #[test]
+    fn a_rolled_back_head_has_written_nothing_after_its_next_commit() {
+        let dev = SimDevice::new("d0", 40 << 20);
+        let devs = vec![Arc::new(dev) as Arc<dyn BlockDevice>];
+        let store = Store::create_on_devices("tank", devs, false, opts()).unwrap();
+        let ds = store.dataset("tank").unwrap();
+        let obj = ds.create_object().unwrap();
+        ds.write(obj, 0, &[1u8; 4096]).unwrap();
+        ds.fsync().unwrap();
+        store.snapshot(&["tank@s".to_string()]).unwrap();
+        ds.write(obj, 4096, &[2u8; 4096]).unwrap();
+        drop(ds);
+        store.sync().unwrap();
+        let written = || {
+            let rows = store
+                .get_props("tank", Some(&["written".to_string()]))
+                .unwrap();
+            rows[0].raw.parse::<u64>().unwrap()
+        };
+        assert!(written() > 0, "a write after the snapshot counts");
+        store.rollback("tank@s", false).unwrap();
+        store.sync().unwrap();
+        let root = store.dataset("tank").unwrap().objset.root_bp();
+        let snap_root = store.snapshot_dataset("tank@s").unwrap().objset.root_bp();
+        assert_ne!(root, snap_root, "the head committed a root of its own");
+        assert_eq!(written(), 0, "the new root alone is no change");
+        let ds = store.dataset("tank").unwrap();
+        ds.write(obj, 8192, &[3u8; 4096]).unwrap();
+        drop(ds);
+        store.sync().unwrap();
+        assert!(written() > 0, "a write after the rollback counts");
     }
 }

@@ -12,6 +12,8 @@
 //!   resume, and the set stays available for another clone.
 //! - The relationship is broken off here before anything starts: the source's
 //!   cycles are refused from then on (no stream lands under a running server).
+//!   Once the server runs, the mark also records its set (clones, socket,
+//!   user): `replication reverse` on the old source makes it the new source.
 //! - Errors are one line naming the relationship.
 
 use crate::clone::{self, CloneReport, CloneRequest};
@@ -150,6 +152,17 @@ async fn failover(daemon: &mut Daemon, req: &FailoverRequest) -> Result<Failover
         .server
         .as_ref()
         .ok_or("the clone started no server")?;
+    // The set now serving is what `replication reverse` replicates back.
+    let live: Vec<&str> = report.clones.iter().map(|(c, _)| c.as_str()).collect();
+    daemon.call(
+        "repl.break_here",
+        json!({
+            "name": rel,
+            "members": live,
+            "mysql_socket": started.socket,
+            "mysql_user": req.creds.user,
+        }),
+    )?;
     let mut s = Server::connect(&started.socket, &req.creds).await?;
     let binlog = s.var("gtid_binlog_pos").await?.unwrap_or_default();
     let current = s.var("gtid_current_pos").await?.unwrap_or_default();

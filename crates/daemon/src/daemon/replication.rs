@@ -10,8 +10,9 @@
 //! - `peers.json`: the pinned peers, `{fingerprint, address, paired}`.
 //! - `relationships.json`: every relationship with its last status.
 //! - `broken_here.json`: relationships this appliance is the target of and
-//!   has broken off itself (`mysql failover`): their cycles are refused here
-//!   until the source resyncs them.
+//!   has broken off itself (`mysql failover`), each with the MySQL set the
+//!   failover started (its clones and server): their cycles are refused here
+//!   until the source resyncs them, and `reverse` makes that set the source.
 //!
 //! Invariants:
 //! - Files are replaced atomically (`state::write_atomic`) under the mutex of
@@ -63,8 +64,35 @@ pub struct Replication {
     /// The daemon's own API socket: a MySQL set's cycle takes its `mysql
     /// snapshot` through the API, as the CLI does (set when serving).
     api_socket: Mutex<Option<PathBuf>>,
-    /// Relationships broken off on this side, as their target (names).
-    broken_here: Mutex<Vec<String>>,
+    /// Relationships broken off on this side, as their target.
+    broken_here: Mutex<Vec<BrokenHere>>,
+}
+
+/// A relationship broken off on its target by `mysql failover`, and the set
+/// the failover started there (once it runs): the clones of the replicated
+/// datasets and their server. That set is what a `reverse` replicates back.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(super) struct BrokenHere {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<MysqlSet>,
+}
+
+/// An entry of `broken_here.json`: the tenth session wrote bare names.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BrokenHereEntry {
+    Name(String),
+    Entry(BrokenHere),
+}
+
+impl From<BrokenHereEntry> for BrokenHere {
+    fn from(e: BrokenHereEntry) -> BrokenHere {
+        match e {
+            BrokenHereEntry::Name(name) => BrokenHere { name, live: None },
+            BrokenHereEntry::Entry(b) => b,
+        }
+    }
 }
 
 pub(super) fn now() -> u64 {
@@ -89,7 +117,7 @@ impl Replication {
         let dir = home.join("replication");
         let peers: Vec<Peer> = read_json(&dir.join("peers.json"))?;
         let list: Vec<Relationship> = read_json(&dir.join("relationships.json"))?;
-        let broken_here: Vec<String> = read_json(&dir.join("broken_here.json"))?;
+        let broken_here: Vec<BrokenHereEntry> = read_json(&dir.join("broken_here.json"))?;
         let timeout = std::env::var("CACHALOT_REPL_TIMEOUT")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -105,7 +133,7 @@ impl Replication {
             tokens: Mutex::new(Vec::new()),
             timeout,
             api_socket: Mutex::new(None),
-            broken_here: Mutex::new(broken_here),
+            broken_here: Mutex::new(broken_here.into_iter().map(Into::into).collect()),
         })
     }
 
@@ -222,17 +250,21 @@ impl Replication {
         }
     }
 
-    /// Mark (or, `broken` false, unmark) relationship `name` as broken off
-    /// on this side, durably; returns whether that changed anything.
-    pub(super) fn set_broken_here(&self, name: &str, broken: bool) -> Result<bool, String> {
+    /// Mark relationship `name` as broken off on this side (with the set a
+    /// failover started, once known), or with `None` unmark it, durably;
+    /// returns whether that changed anything.
+    pub(super) fn set_broken_here(
+        &self,
+        name: &str,
+        mark: Option<BrokenHere>,
+    ) -> Result<bool, String> {
         let mut list = self.broken_here.lock();
-        if list.iter().any(|n| n == name) == broken {
+        let old = list.iter().find(|b| b.name == name);
+        if old == mark.as_ref() {
             return Ok(false);
         }
-        let mut next: Vec<String> = list.iter().filter(|n| *n != name).cloned().collect();
-        if broken {
-            next.push(name.to_string());
-        }
+        let mut next: Vec<BrokenHere> = list.iter().filter(|b| b.name != name).cloned().collect();
+        next.extend(mark);
         self.ensure_dir()?;
         let data = serde_json::to_vec_pretty(&next).map_err(|e| e.to_string())?;
         write_atomic(&self.dir.join("broken_here.json"), &data, 0o600)
@@ -241,9 +273,18 @@ impl Replication {
         Ok(true)
     }
 
+    /// The mark of relationship `name` if it was broken off here.
+    pub(super) fn broken_here(&self, name: &str) -> Option<BrokenHere> {
+        self.broken_here
+            .lock()
+            .iter()
+            .find(|b| b.name == name)
+            .cloned()
+    }
+
     /// Refuse a request of relationship `name` if it was broken off here.
     pub(super) fn check_not_broken_here(&self, name: &str) -> Result<(), String> {
-        if self.broken_here.lock().iter().any(|n| n == name) {
+        if self.broken_here(name).is_some() {
             return Err(format!(
                 "broken off on the target by mysql failover there; `cachalot replication resync {name}` on the source rolls the target back and resumes it"
             ));
@@ -355,7 +396,10 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
     ("repl.break", &["name"]),
     ("repl.resync", &["name", "force"]),
     ("repl.reverse", &["name", "address", "force"]),
-    ("repl.break_here", &["name"]),
+    (
+        "repl.break_here",
+        &["name", "members", "mysql_socket", "mysql_user"],
+    ),
 ];
 
 impl Daemon {
@@ -388,15 +432,7 @@ impl Daemon {
                 Ok(Value::Null)
             }
             "repl.destroy" => self.repl_destroy(&a.str("name")?),
-            "repl.break_here" => {
-                // On the target (mysql failover): refuse the source's cycles.
-                let name = a.str("name")?;
-                relationship::check_name(&name)?;
-                if r.set_broken_here(&name, true)? {
-                    super::log(format!("replication {name}: broken off here (target side)"));
-                }
-                Ok(Value::Null)
-            }
+            "repl.break_here" => self.repl_break_here(a),
             "repl.break" => self.repl_break(&a.str("name")?),
             "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             "repl.reverse" => {
@@ -404,6 +440,43 @@ impl Daemon {
             }
             _ => Err(format!("unknown operation '{op}'")),
         }
+    }
+
+    /// `repl.break_here {name[, members, mysql_socket, mysql_user]}`, on the
+    /// target (`mysql failover`): refuse the source's cycles from now on; with
+    /// the set the failover started, also remember it for `reverse`.
+    fn repl_break_here(&self, a: &Args) -> OpResult {
+        let name = a.str("name")?;
+        relationship::check_name(&name)?;
+        let members = a.str_list("members")?;
+        for m in &members {
+            validate_dataset_name(m)?;
+        }
+        let live = match a.opt_str("mysql_socket")? {
+            Some(socket) if !members.is_empty() => Some(MysqlSet {
+                members,
+                socket,
+                user: a.opt_str("mysql_user")?.unwrap_or_else(|| "root".into()),
+            }),
+            Some(_) => return Err("repl.break_here: 'mysql_socket' without 'members'".into()),
+            None => None,
+        };
+        let started = live.as_ref().map(|l| l.members.join(","));
+        if self.replication.set_broken_here(
+            &name,
+            Some(BrokenHere {
+                name: name.clone(),
+                live,
+            }),
+        )? {
+            match started {
+                Some(m) => super::log(format!(
+                    "replication {name}: broken off here (target side); failover set {m}"
+                )),
+                None => super::log(format!("replication {name}: broken off here (target side)")),
+            }
+        }
+        Ok(Value::Null)
     }
 
     fn repl_create(&self, a: &Args) -> OpResult {

@@ -246,60 +246,37 @@ impl Daemon {
     }
 
     /// `replication resync NAME [-f]`: roll the target back to the newest
-    /// common snapshot and resume cycles. What that would destroy (the
-    /// target's newer snapshots, its changes since) is listed, and without
-    /// `force` nothing is destroyed.
+    /// common snapshot and resume cycles (every member of a MySQL set). What
+    /// that would destroy (the target's newer snapshots, its changes since)
+    /// is listed, and without `force` nothing is destroyed.
     pub(super) fn repl_resync(&self, name: &str, force: bool) -> OpResult {
         let lock = self.replication.cycle_lock(name);
         let _cycle = lock.lock();
         let rel = self.replication.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
-        let store = self.ds_store(&rel.source).map_err(ctx)?;
         let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
-        let st = link
-            .request(&json!({ "op": "state", "fs": rel.target_fs }))
-            .map_err(ctx)?;
-        let mut lost = Vec::new();
-        let mut common = None;
-        if st["exists"].as_bool().unwrap_or(false) {
-            let src: Vec<u64> = store
-                .snapshot_names(&rel.source)
-                .map_err(se)?
-                .iter()
-                .filter_map(|n| store.snapshot_guid(&format!("{}@{n}", rel.source)).ok())
-                .collect();
-            for s in st["snapshots"].as_array().into_iter().flatten() {
-                let n = s["name"].as_str().unwrap_or("?");
-                if src.contains(&s["guid"].as_u64().unwrap_or(0)) {
-                    common = Some(n.to_string());
-                    lost.clear();
-                } else {
-                    lost.push(format!("{}@{n}", rel.target_fs));
-                }
-            }
-            let Some(c) = &common else {
-                return Err(ctx(format!(
-                    "target {} has no snapshot in common with '{}': nothing to roll back to; destroy the target filesystem to start over",
-                    rel.target(),
-                    rel.source
-                )));
+        // Every leg is checked before any is rolled back.
+        let mut plans = Vec::new();
+        for (source, target_fs) in rel.pairs() {
+            let store = self.ds_store(&source).map_err(ctx)?;
+            let leg = Relationship {
+                source,
+                target_fs,
+                ..rel.clone()
             };
-            let written = st["written"].as_u64().unwrap_or(0);
-            if written > 0 {
-                lost.push(format!(
-                    "{} bytes written to {} since '{}@{c}'",
-                    written, rel.target_fs, rel.target_fs
-                ));
-            }
-            if !lost.is_empty() && !force {
-                return Err(ctx(format!(
-                    "resync would destroy on {}: {}; run `cachalot replication resync -f {name}` to roll it back",
-                    rel.target_addr,
-                    lost.join(", ")
-                )));
-            }
-            if !lost.is_empty() {
-                link.request(&json!({ "op": "rollback", "fs": rel.target_fs, "snap": c }))
+            plans.push(resync_plan(&mut link, &store, &leg).map_err(ctx)?);
+        }
+        let lost: Vec<String> = plans.iter().flat_map(|p| p.2.clone()).collect();
+        if !lost.is_empty() && !force {
+            return Err(ctx(format!(
+                "resync would destroy on {}: {}; run `cachalot replication resync -f {name}` to roll it back",
+                rel.target_addr,
+                lost.join(", ")
+            )));
+        }
+        for (fs, common, leg_lost) in &plans {
+            if let (Some(c), false) = (common, leg_lost.is_empty()) {
+                link.request(&json!({ "op": "rollback", "fs": fs, "snap": c }))
                     .map_err(ctx)?;
             }
         }
@@ -310,9 +287,9 @@ impl Daemon {
             x.status.last_error = None;
             Ok(())
         })?;
+        let common = plans[0].1.clone();
         log(format!(
-            "replication {name}: resynced (rolled back to {:?}, lost: {})",
-            common,
+            "replication {name}: resynced (rolled back to {common:?}, lost: {})",
             lost.join(", ")
         ));
         Ok(json!({ "common": common, "destroyed": lost }))
@@ -370,7 +347,9 @@ fn prepare_leg(
     leg: &Relationship,
     messages: &mut Vec<String>,
 ) -> Result<(u64, Option<String>), String> {
-    let state_req = json!({ "op": "state", "fs": leg.target_fs });
+    // With the relationship's name, a target that broke it off refuses here,
+    // before the cycle's snapshot.
+    let state_req = json!({ "op": "state", "fs": leg.target_fs, "name": leg.name });
     let mut st = link.request(&state_req)?;
     let mut bytes = 0;
     if let Some(tok) = st["token"].as_str().map(str::to_string) {
@@ -499,6 +478,52 @@ fn common_base(store: &Store, rel: &Relationship, st: &Value) -> Result<Option<S
     }
     let on_source = src.iter().find(|(_, g)| g == cguid).expect("found above");
     Ok(Some(on_source.0.clone()))
+}
+
+/// What `resync` does to one leg's target filesystem: (it, the newest
+/// snapshot in common with the source, what rolling back to it destroys).
+/// A target that does not exist has nothing to roll back.
+fn resync_plan(
+    link: &mut Link,
+    store: &Store,
+    leg: &Relationship,
+) -> Result<(String, Option<String>, Vec<String>), String> {
+    let tfs = &leg.target_fs;
+    let st = link.request(&json!({ "op": "state", "fs": tfs }))?;
+    let mut lost = Vec::new();
+    if !st["exists"].as_bool().unwrap_or(false) {
+        return Ok((tfs.clone(), None, lost));
+    }
+    let src: Vec<u64> = store
+        .snapshot_names(&leg.source)
+        .map_err(se)?
+        .iter()
+        .filter_map(|n| store.snapshot_guid(&format!("{}@{n}", leg.source)).ok())
+        .collect();
+    let mut common = None;
+    for s in st["snapshots"].as_array().into_iter().flatten() {
+        let n = s["name"].as_str().unwrap_or("?");
+        if src.contains(&s["guid"].as_u64().unwrap_or(0)) {
+            common = Some(n.to_string());
+            lost.clear();
+        } else {
+            lost.push(format!("{tfs}@{n}"));
+        }
+    }
+    let Some(c) = &common else {
+        return Err(format!(
+            "target {} has no snapshot in common with '{}': nothing to roll back to; destroy the target filesystem to start over",
+            leg.target(),
+            leg.source
+        ));
+    };
+    let written = st["written"].as_u64().unwrap_or(0);
+    if written > 0 {
+        lost.push(format!(
+            "{written} bytes written to {tfs} since '{tfs}@{c}'"
+        ));
+    }
+    Ok((tfs.clone(), common, lost))
 }
 
 /// Send one stream (what `produce` writes) into a resumable receive of the

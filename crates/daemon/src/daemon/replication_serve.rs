@@ -2,13 +2,15 @@
 //! relationship, and the helpers both sides use on their own pool (state of a
 //! filesystem, the hold of the newest common snapshot, retention).
 //!
-//! Requests a paired peer may make: `state {fs}`, `receive {fs}` (then the
+//! Requests a paired peer may make: `state {fs[, name]}` (refused with a name
+//! broken off here), `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
 //! keep}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
 //! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
 //! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
-//! to a snapshot a relationship holds). An unpaired
+//! to a snapshot a relationship holds), `failover_set {name}` and `adopt`
+//! (`replication reverse`: `replication_reverse.rs`). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -19,12 +21,13 @@
 //! - Receives are always resumable (`receive -s`) and never forced: a
 //!   diverged target refuses the stream instead of being rolled back.
 //! - Retention destroys only snapshots named for the relationship
-//!   (`repl-NAME-...`), never a held one, never the newest.
+//!   (`repl-NAME-...`), never a held one or one a clone depends on, never
+//!   the newest.
 
 use super::replication::now;
 use super::{guarded, log, se, Daemon};
 use crate::proto::validate_dataset_name;
-use cachalot_datasets::{ReceiveOpts, Store};
+use cachalot_datasets::{ReceiveOpts, Store, StoreError};
 use cachalot_replication::link::Link;
 use cachalot_replication::relationship::snapshot_prefix;
 use cachalot_replication::tls::{self, TlsStream};
@@ -135,7 +138,13 @@ impl Daemon {
             if !store.holds(&full).map_err(se)?.is_empty() {
                 continue;
             }
-            store.destroy_snapshot(&full).map_err(se)?;
+            match store.destroy_snapshot(&full) {
+                // A clone depends on it (a failover's, or a user's), or a
+                // partial receive does: it stays until that is gone, as a
+                // held one does, instead of failing every cycle.
+                Err(StoreError::Busy(_)) => continue,
+                r => r.map_err(se)?,
+            }
             gone.push(full);
         }
         Ok(gone)
@@ -292,6 +301,10 @@ impl Daemon {
         match op {
             "state" => {
                 let fs = Self::fs_arg(req, "fs")?;
+                // A cycle names its relationship (resync and reverse do not).
+                if let Some(rel) = req["name"].as_str() {
+                    self.replication.check_not_broken_here(rel)?;
+                }
                 fs_state(&*self.ds_store(&fs)?, &fs)
             }
             "abort" => {
@@ -321,11 +334,12 @@ impl Daemon {
             "resume_here" => {
                 // The source resynced a relationship broken off here.
                 let rel = req["name"].as_str().ok_or("request without 'name'")?;
-                if self.replication.set_broken_here(rel, false)? {
+                if self.replication.set_broken_here(rel, None)? {
                     log(format!("replication {rel}: resumed here by a resync"));
                 }
                 Ok(Value::Null)
             }
+            "failover_set" => self.serve_failover_set(req),
             "mysql_record" => {
                 let fs = Self::fs_arg(req, "fs")?;
                 let rel = req["name"].as_str().ok_or("request without 'name'")?;
