@@ -112,6 +112,19 @@ impl BlockCache {
         }
     }
 
+    /// Stop the L2ARC of every cache device that left the pool (`pool
+    /// remove`): its index is dropped, so no lookup goes to that device again
+    /// (reads go to the pool), and its feeder ends. With none left, evicted
+    /// blocks are no longer queued.
+    pub fn detach_l2(&self) {
+        let present = self.pool.cache_devices();
+        let mut l2 = self.l2.write();
+        l2.retain(|x| present.iter().any(|d| d.guid == x.device().guid));
+        if l2.is_empty() {
+            self.feed.set_active(false);
+        }
+    }
+
     /// The L2ARCs (one per attached cache device).
     pub fn l2(&self) -> Vec<Arc<L2Arc>> {
         self.l2.read().clone()
