@@ -9,7 +9,8 @@
 # deleted: the pool stays ONLINE, the device UNAVAIL with a notice, also after
 # a restart. `pool remove` takes a cache device out online (reads then come
 # from the pool, the file is free for another pool and can be deleted) and
-# refuses unknown and data devices. And the refusals: `cache` with no device,
+# refuses unknown and data devices. `secondarycache=none` keeps a dataset's
+# blocks off the cache device (=all puts them back). And the refusals: `cache` with no device,
 # a cache device in use.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -121,6 +122,39 @@ note "pool add tank cache c1"
 assert_ok "$C" pool add -s 64M tank cache "$TMP/c1"
 st=$(assert_ok "$C" pool status tank)
 assert_eq "$(status_col "$st" c1 2)" ONLINE "c1 state"
+
+note "secondarycache=none: tank/n's blocks are kept off the cache device"
+assert_ok "$C" create -o compression=off -o secondarycache=none tank/n
+NOBJ=()
+for i in 0 1 2; do
+    NOBJ+=("$(assert_ok "$C" debug create tank/n)")
+    assert_ok "$C" debug write tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN"
+done
+assert_ok "$C" debug fsync tank/n
+read_n() {
+    local i
+    for i in 0 1 2; do
+        assert_ok "$C" debug read tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN" >/dev/null
+    done
+}
+T2=$(date +%s)
+read_n
+sleep 0.5 # the feeder writes what it was given every 200 ms
+read_n
+while (($(date +%s) <= T2)); do sleep 0.2; done
+out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T2" -H -p)
+echo "$out" >&2
+[[ $out != *l2arc* ]] || fail "secondarycache=none, yet the L2ARC served reads: $out"
+assert_eq "$(status_col "$(assert_ok "$C" pool status tank)" c1 11)" 0 "c1 hits with secondarycache=none"
+
+note "secondarycache=all on tank/n: the same reads are then served by c1"
+assert_ok "$C" set secondarycache=all tank/n
+read_n
+sleep 0.5
+read_n
+h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
+note "c1 hits with secondarycache=all: $h"
+((h > 200)) || fail "secondarycache=all: the cache device served only $h reads"
 read_all
 read_all
 h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
