@@ -43,9 +43,12 @@ assert_fails "$C" create tank/no/parent
 assert_fails "$C" create "tank/bad name"
 assert_fails "$C" create nosuchpool/x
 for pv in recordsize=3000 recordsize=2M compression=gzip-9 checksum=off sync=sometimes \
-    logbias=fast primarycache=some quota=lots reservation=-1 mountpoint=relative used=5 nosuchprop=1; do
+    logbias=fast primarycache=some secondarycache=some quota=lots reservation=-1 mountpoint=relative used=5 nosuchprop=1; do
     assert_fails "$C" set "$pv" tank/db
 done
+assert_fails "$C" set secondarycache=data tank/db
+assert_contains "$LAST_STDERR" "invalid value 'data' for property 'secondarycache': expected all, metadata or none"
+assert_eq "$(assert_ok "$C" get -H secondarycache tank/db | cut -f3)" all "a refused value changes nothing"
 assert_fails "$C" get nosuchprop tank/db
 assert_fails "$C" set recordsize=16K tank/nosuch
 assert_fails "$C" destroy tank/nosuch

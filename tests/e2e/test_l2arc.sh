@@ -7,7 +7,11 @@
 # the cache file overwritten with noise: every read still returns the right
 # bytes, the checksum errors are counted on the cache device; the cache file
 # deleted: the pool stays ONLINE, the device UNAVAIL with a notice, also after
-# a restart. And the refusals: `cache` with no device, a cache device in use.
+# a restart. `pool remove` takes a cache device out online (reads then come
+# from the pool, the file is free for another pool and can be deleted) and
+# refuses unknown and data devices. `secondarycache=none` keeps a dataset's
+# blocks off the cache device (=all puts them back). And the refusals: `cache` with no device,
+# a cache device in use.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -118,8 +122,85 @@ note "pool add tank cache c1"
 assert_ok "$C" pool add -s 64M tank cache "$TMP/c1"
 st=$(assert_ok "$C" pool status tank)
 assert_eq "$(status_col "$st" c1 2)" ONLINE "c1 state"
+
+note "secondarycache=none: tank/n's blocks are kept off the cache device"
+assert_ok "$C" create -o compression=off -o secondarycache=none tank/n
+NOBJ=()
+for i in 0 1 2; do
+    NOBJ+=("$(assert_ok "$C" debug create tank/n)")
+    assert_ok "$C" debug write tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN"
+done
+assert_ok "$C" debug fsync tank/n
+read_n() {
+    local i
+    for i in 0 1 2; do
+        assert_ok "$C" debug read tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN" >/dev/null
+    done
+}
+T2=$(date +%s)
+read_n
+sleep 0.5 # the feeder writes what it was given every 200 ms
+read_n
+while (($(date +%s) <= T2)); do sleep 0.2; done
+out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T2" -H -p)
+echo "$out" >&2
+[[ $out != *l2arc* ]] || fail "secondarycache=none, yet the L2ARC served reads: $out"
+assert_eq "$(status_col "$(assert_ok "$C" pool status tank)" c1 11)" 0 "c1 hits with secondarycache=none"
+
+note "secondarycache=all on tank/n: the same reads are then served by c1"
+assert_ok "$C" set secondarycache=all tank/n
+read_n
+sleep 0.5
+read_n
+h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
+note "c1 hits with secondarycache=all: $h"
+((h > 200)) || fail "secondarycache=all: the cache device served only $h reads"
 read_all
 read_all
 h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
 ((h > 0)) || fail "an added cache device served no reads"
+
+note "pool remove: refused for an unknown device and the last data device"
+assert_fails "$C" pool remove tank "$TMP/nope"
+assert_contains "$LAST_STDERR" "no such spare or cache device in pool 'tank'"
+assert_fails "$C" pool remove tank "$TMP/d0"
+assert_contains "$LAST_STDERR" "in use in the pool, in its last data vdev, which cannot be removed"
+assert_eq "$(status_col "$(assert_ok "$C" pool status tank)" c1 2)" ONLINE "c1 kept"
+
+note "pool remove tank c1 (online) and the missing c0: reads go to the pool"
+assert_ok "$C" pool remove tank "$TMP/c1"
+assert_ok "$C" pool remove tank "$TMP/c0"
+st=$(assert_ok "$C" pool status tank)
+echo "$st" >&2
+assert_contains "$st" "state: ONLINE" "pool ONLINE after removing its cache devices"
+[[ $st != *$'\tcache\n'* ]] || fail "a cache section without cache devices"
+assert_eq "$(status_col "$st" c1 2)$(status_col "$st" c0 2)" "" "no row for c0 or c1"
+assert_contains "$st" "cache device $TMP/c1 removed" "a notice"
+T1=$(date +%s)
+read_all
+while (($(date +%s) <= T1)); do sleep 0.2; done
+out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T1" -H -p)
+echo "$out" >&2
+assert_contains "$out" pool "reads after the removal come from the pool"
+[[ $out != *l2arc* ]] || fail "the L2ARC still served reads after its device was removed: $out"
+
+note "the removed device is free: another pool takes it without -f, then it is deleted"
+assert_ok "$C" pool create other "$TMP/c1"
+assert_ok "$C" pool destroy other
+rm "$TMP/c1"
+read_all
+
+note "pool remove of a data device that is not the last: refused"
+assert_ok "$C" pool add -s 128M tank "$TMP/d1"
+assert_fails "$C" pool remove tank "$TMP/d1"
+assert_contains "$LAST_STDERR" "in use in the pool, in a data vdev (a data device"
+
+note "restart: the removed cache devices stay gone"
+stop_daemon
+start_daemon
+st=$(assert_ok "$C" pool status tank)
+echo "$st" >&2
+assert_contains "$st" "state: ONLINE" "pool ONLINE after a restart"
+[[ $st != *$'\tcache\n'* ]] || fail "a removed cache device came back after a restart"
+read_all
 stop_daemon

@@ -209,7 +209,7 @@ note "pool remove: an available spare leaves, its labels erased; a member is ref
 assert_ok "$C" pool add -s 96M sp spare "$H/s1"
 assert_eq "$(status_col "$(assert_ok "$C" pool status sp)" s1 2)" "AVAIL" "added spare"
 assert_fails "$C" pool remove sp "$H/a"
-assert_contains "$LAST_STDERR" "only an available spare can be removed"
+assert_contains "$LAST_STDERR" "in use in the pool, in its last data vdev, which cannot be removed"
 assert_ok "$C" pool remove sp "$H/s1"
 assert_eq "$(status_col "$(assert_ok "$C" pool status sp)" s1 2)" "" "removed spare"
 # Its labels are erased: another pool takes it without -f.

@@ -251,6 +251,9 @@ struct Node<K> {
     list: Residency,
     /// Inserted by a prefetch and not yet used by a demand read.
     prefetched: bool,
+    /// Its eviction is told to the evict hook (the second level may keep
+    /// it: ZFS's L2CACHE flag, from `secondarycache`).
+    l2cache: bool,
     /// Neighbour towards the MRU end.
     prev: usize,
     /// Neighbour towards the LRU end.
@@ -423,7 +426,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         };
         self.unlink(victim);
         let n = self.nodes[victim].as_mut().expect("live slab slot");
-        if let (Some(hook), Some(v)) = (&self.evict_hook, &n.value) {
+        if let (Some(hook), Some(v), true) = (&self.evict_hook, &n.value, n.l2cache) {
             hook(&n.key, v);
         }
         n.value = None;
@@ -525,7 +528,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         Some((value, first_use_of_prefetch))
     }
 
-    fn insert(&mut self, key: K, value: Value, kind: Kind) {
+    fn insert(&mut self, key: K, value: Value, kind: Kind, l2cache: bool) {
         let size = charge(value.len());
         let prefetch = kind.is_prefetch();
         let existing = self.map.get(&key).copied();
@@ -582,6 +585,7 @@ impl<K: Hash + Eq + Clone> Inner<K> {
             size,
             list: target,
             prefetched,
+            l2cache,
             prev: NIL,
             next: NIL,
         });
@@ -712,11 +716,19 @@ impl<K: Hash + Eq + Clone + Send> Arc<K> {
     /// is never exceeded. A value larger than [`Arc::max_bytes`] is not cached
     /// and any previous entry for `key` is dropped.
     pub fn insert(&self, key: K, value: Value, kind: Kind) {
-        self.inner.lock().insert(key, value, kind)
+        self.insert_with_l2(key, value, kind, true)
+    }
+
+    /// [`Arc::insert`], saying whether the entry's eviction is told to the
+    /// evict hook (`false`: it is not offered to the second level). A value
+    /// inserted again for a cached key takes the flag of the last insert.
+    pub fn insert_with_l2(&self, key: K, value: Value, kind: Kind, l2cache: bool) {
+        self.inner.lock().insert(key, value, kind, l2cache)
     }
 
     /// Calls `hook` with the key and value of every entry evicted from now on
-    /// (the one eviction point, REPLACE): the L2ARC is fed from it. The hook
+    /// (the one eviction point, REPLACE) that was not inserted with
+    /// `l2cache` false: the L2ARC is fed from it. The hook
     /// runs under the cache lock, so it must be quick, must not block on I/O
     /// and must not call back into this cache.
     pub fn set_evict_hook(&self, hook: EvictHook<K>) {

@@ -616,3 +616,23 @@ fn evict_hook_sees_every_evicted_value() {
     assert_eq!(seen.lock().len(), 2);
     cache.check();
 }
+
+#[test]
+fn evict_hook_is_not_told_of_entries_kept_from_the_second_level() {
+    let cache: Arc<u64> = Arc::new(1000);
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    cache.set_evict_hook(Box::new(move |k, _| s.lock().push(*k)));
+    cache.insert_with_l2(0, val(300, 0), Kind::DATA, false);
+    cache.insert(1, val(300, 1), Kind::DATA);
+    // Key 2 is inserted again without the flag: the last insert counts.
+    cache.insert(2, val(300, 2), Kind::DATA);
+    cache.insert_with_l2(2, val(300, 2), Kind::DATA, false);
+    for key in 3..6u64 {
+        cache.insert(key, val(300, key as u8), Kind::DATA);
+    }
+    // 0, 1 and 2 were evicted; only 1 was offered to the second level.
+    assert_eq!(cache.stats().evictions, 3);
+    assert_eq!(*seen.lock(), vec![1]);
+    cache.check();
+}

@@ -276,7 +276,8 @@ pub enum PoolCmd {
     Offline { pool: String, device: String },
     /// Bring an offline or faulted device back (it is resilvered)
     Online { pool: String, device: String },
-    /// Remove an available hot spare (refused while it stands in for a device)
+    /// Remove a cache device or an available hot spare (refused for a data
+    /// device, and for a spare while it stands in for one)
     Remove { pool: String, device: String },
     /// Commit a transaction group now
     #[command(hide = true)]

@@ -16,6 +16,7 @@ pub const SETTABLE: &[&str] = &[
     "sync",
     "logbias",
     "primarycache",
+    "secondarycache",
     "quota",
     "reservation",
     "mountpoint",
@@ -49,6 +50,7 @@ pub fn is_inheritable(p: &str) -> bool {
             | "sync"
             | "logbias"
             | "primarycache"
+            | "secondarycache"
             | "mountpoint"
             | "sharenfs"
             | "sharenbd"
@@ -74,6 +76,7 @@ pub fn default_value(p: &str) -> Option<&'static str> {
         "sync" => "standard",
         "logbias" => "latency",
         "primarycache" => "all",
+        "secondarycache" => "all",
         "quota" => "none",
         "reservation" => "none",
         "sharenfs" => "off",
@@ -129,7 +132,9 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
             "latency" | "throughput" => Ok(value.into()),
             _ => Err(bad("expected latency or throughput")),
         },
-        "primarycache" => match value {
+        // secondarycache: what of the dataset the L2ARC is fed (from the ARC's
+        // evictions, so primarycache limits it too).
+        "primarycache" | "secondarycache" => match value {
             "all" | "metadata" | "none" => Ok(value.into()),
             _ => Err(bad("expected all, metadata or none")),
         },

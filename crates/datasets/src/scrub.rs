@@ -196,13 +196,14 @@ fn scan_rate_limit() -> Option<u64> {
         .filter(|&r| r > 0)
 }
 
-/// Blocks a resilver hands its workers at a time. Between batches every block
-/// before the next one is rebuilt, so that is where the position is saved.
+/// Blocks a resilver worker takes at a time (8 MiB of 128K records). When a
+/// batch is delivered every block before the next one is rebuilt, so that is
+/// where the position is saved.
 const RESILVER_BATCH: usize = 64;
 
-/// Threads that rebuild one batch together (`Pool::resilver_batch`): its
-/// merged reads go one thread per device, its parity and checksums over this
-/// many, so the CPU work of a batch does not leave the devices idle long.
+/// Threads that rebuild batches (`Pool::resilver_blocks`): while one reads or
+/// writes, another computes parity and checksums, so the devices do not wait
+/// for the CPU nor the CPU for the devices.
 const RESILVER_WORKERS: usize = 4;
 
 /// A resilver: collect every block pointer of the committed tree, sort them by
@@ -270,21 +271,14 @@ fn resilver(
     let mut last_save = Instant::now();
     let mut done = 0u64;
     let todo = &bps[first..];
-    for (i, batch) in todo.chunks(RESILVER_BATCH).enumerate() {
-        let key = scan_key(&batch[0]);
-        if cancel.load(Ordering::Relaxed) {
-            // Stopped (export, a device change): keep the place exactly. A
-            // device change then drops it when the work to do changed.
-            let _ = pool.save_resilver_pos(key);
-            return;
-        }
-        for (bp, o) in batch.iter().zip(pool.resilver_batch(batch, workers)) {
+    let delivered = pool.resilver_blocks(todo, RESILVER_BATCH, workers, |i, outcomes| {
+        let start = i * RESILVER_BATCH;
+        let batch = &todo[start..(start + RESILVER_BATCH).min(todo.len())];
+        for (bp, o) in batch.iter().zip(outcomes) {
             account(st, bp, &o);
         }
         if cancel.load(Ordering::Relaxed) {
-            // Some of this batch may be undone: resume at its start.
-            let _ = pool.save_resilver_pos(key);
-            return;
+            return false;
         }
         // Every block before the next batch is rebuilt: its start is a valid
         // place to resume. Saved as soon as due, before any pacing sleep, so
@@ -302,6 +296,16 @@ fn resilver(
             if let Some(wait) = due.checked_sub(t0.elapsed()) {
                 std::thread::sleep(wait);
             }
+        }
+        true
+    });
+    if cancel.load(Ordering::Relaxed) {
+        // Stopped (export, a device change): keep the place exactly, the
+        // first batch not delivered (batches after it may be done too, but
+        // are not vouched for). A device change then drops it when the work
+        // to do changed.
+        if let Some(next) = todo.get(delivered * RESILVER_BATCH) {
+            let _ = pool.save_resilver_pos(scan_key(next));
         }
     }
 }

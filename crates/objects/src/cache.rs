@@ -53,6 +53,49 @@ impl BlockKey {
     }
 }
 
+/// What the caches keep of one dataset's blocks: its `primarycache` (the
+/// ARC) and `secondarycache` (the L2ARC, fed from what the ARC evicts), as
+/// zfs. A block kept out of the ARC never reaches the L2ARC either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachePolicy {
+    /// primarycache=all: data blocks go into the ARC (metadata always does).
+    pub arc_data: bool,
+    /// secondarycache=all: evicted data blocks are offered to the L2ARC.
+    pub l2_data: bool,
+    /// secondarycache=all|metadata: evicted metadata blocks are offered.
+    pub l2_metadata: bool,
+}
+
+impl CachePolicy {
+    /// Everything in both caches (the defaults, and what pool-wide metadata
+    /// such as the catalog uses).
+    pub const ALL: CachePolicy = CachePolicy {
+        arc_data: true,
+        l2_data: true,
+        l2_metadata: true,
+    };
+
+    /// From the property values (validated: anything else counts as `all`).
+    pub fn from_props(primarycache: &str, secondarycache: &str) -> CachePolicy {
+        CachePolicy {
+            arc_data: primarycache == "all",
+            l2_data: secondarycache == "all",
+            l2_metadata: secondarycache != "none",
+        }
+    }
+
+    fn in_arc(&self, class: Class) -> bool {
+        self.arc_data || class == Class::Metadata
+    }
+
+    fn in_l2(&self, class: Class) -> bool {
+        match class {
+            Class::Data => self.l2_data,
+            Class::Metadata => self.l2_metadata,
+        }
+    }
+}
+
 /// Bytes of one L2ARC batch (one sequential write on a cache device).
 const L2_BATCH_BYTES: u64 = 4 << 20;
 
@@ -112,6 +155,19 @@ impl BlockCache {
         }
     }
 
+    /// Stop the L2ARC of every cache device that left the pool (`pool
+    /// remove`): its index is dropped, so no lookup goes to that device again
+    /// (reads go to the pool), and its feeder ends. With none left, evicted
+    /// blocks are no longer queued.
+    pub fn detach_l2(&self) {
+        let present = self.pool.cache_devices();
+        let mut l2 = self.l2.write();
+        l2.retain(|x| present.iter().any(|d| d.guid == x.device().guid));
+        if l2.is_empty() {
+            self.feed.set_active(false);
+        }
+    }
+
     /// The L2ARCs (one per attached cache device).
     pub fn l2(&self) -> Vec<Arc<L2Arc>> {
         self.l2.read().clone()
@@ -125,13 +181,13 @@ impl BlockCache {
             .find(|v| v.len() == lsize)
     }
 
-    /// Read a block's logical bytes, from the ARC when cached. `cache_data` false
-    /// (primarycache=metadata|none) keeps data blocks out of the ARC.
+    /// Read a block's logical bytes, from the ARC when cached. `policy` says
+    /// whether it goes into the ARC and, once evicted, to the L2ARC.
     ///
     /// Counted in `arc.accesses` by result: `hit`, `miss`, or `iohit` (the block
     /// was being prefetched: this read waited for that I/O); a demand hit or iohit
     /// served by read-ahead has demand `prefetched`.
-    pub fn read(&self, bp: &BlkPtr, cache_data: bool) -> cachalot_pool::Result<Arc<[u8]>> {
+    pub fn read(&self, bp: &BlkPtr, policy: CachePolicy) -> cachalot_pool::Result<Arc<[u8]>> {
         if bp.is_hole() {
             return Ok(vec![0u8; bp.lsize as usize].into());
         }
@@ -158,27 +214,30 @@ impl BlockCache {
         if let Some(v) = self.read_l2(&key, bp.lsize as usize) {
             self.accesses
                 .add(&["hit", kind_name, "demand", "l2arc"], 1, v.len() as u64);
-            self.arc.insert(key, v.clone(), kind);
+            self.arc
+                .insert_with_l2(key, v.clone(), kind, policy.in_l2(kind.class));
             return Ok(v);
         }
         self.accesses
             .add(&["miss", kind_name, "demand", "pool"], 1, bp.lsize as u64);
         let data: Arc<[u8]> = self.pool.read_block(bp)?.into();
-        if cache_data || kind.class == Class::Metadata {
-            self.arc.insert(key, data.clone(), kind);
+        if policy.in_arc(kind.class) {
+            self.arc
+                .insert_with_l2(key, data.clone(), kind, policy.in_l2(kind.class));
         }
         Ok(data)
     }
 
     /// Bring a block into the ARC ahead of its demand read, marked as a prefetch
     /// (it stays in the ARC's recent list, see cachalot-arc). Data blocks are not
-    /// prefetched when `cache_data` is false: there would be nowhere to keep them.
+    /// prefetched when `policy` keeps them out of the ARC: there would be
+    /// nowhere to keep them.
     /// Returns the block when it was read or cached (or another prefetch read it),
     /// None when skipped or failed (a prefetch error is not reported: the demand
     /// read will meet it).
-    pub fn prefetch(&self, bp: &BlkPtr, cache_data: bool) -> Option<Arc<[u8]>> {
+    pub fn prefetch(&self, bp: &BlkPtr, policy: CachePolicy) -> Option<Arc<[u8]>> {
         let class = class_of(bp);
-        if bp.is_hole() || (!cache_data && class == Class::Data) {
+        if bp.is_hole() || !policy.in_arc(class) {
             return None;
         }
         let kind = Kind::new(class, Demand::Prefetch);
@@ -216,7 +275,8 @@ impl BlockCache {
             }
         };
         if let Some(d) = &data {
-            self.arc.insert(key, d.clone(), kind);
+            self.arc
+                .insert_with_l2(key, d.clone(), kind, policy.in_l2(class));
         }
         // Cached before it leaves the in-flight map: a demand read finds it in one
         // place or the other.
@@ -230,13 +290,14 @@ impl BlockCache {
     /// buffer in the ARC: the next read of a record that left the writer's own cache
     /// (a page InnoDB flushed, then evicted from its buffer pool) is a hit instead of
     /// a device read. Measured under sysbench before this: 28% of data reads missed.
-    pub fn cache_written(&self, bp: &BlkPtr, data: Arc<[u8]>) {
-        if !bp.is_hole() && data.len() == bp.lsize as usize {
+    pub fn cache_written(&self, bp: &BlkPtr, data: Arc<[u8]>, policy: CachePolicy) {
+        if !bp.is_hole() && data.len() == bp.lsize as usize && policy.in_arc(Class::Data) {
             let kind = Kind {
                 class: Class::Data,
                 demand: Demand::Demand,
             };
-            self.arc.insert(BlockKey::of(bp), data, kind);
+            let l2 = policy.in_l2(Class::Data);
+            self.arc.insert_with_l2(BlockKey::of(bp), data, kind, l2);
         }
     }
 

@@ -10,7 +10,7 @@ pub mod objset;
 pub mod readahead;
 pub mod zil;
 
-pub use cache::{BlockCache, BlockKey};
+pub use cache::{BlockCache, BlockKey, CachePolicy};
 pub use objset::{
     traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReplayReport, Result,
 };

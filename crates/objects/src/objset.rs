@@ -18,7 +18,7 @@
 //! - Accounting (`used`, logical and physical bytes) changes only with births and
 //!   frees of blocks in sync, so it equals the sum over the tree at every commit.
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePolicy};
 use crate::dnode::*;
 use crate::readahead::ReadAhead;
 use crate::zil::{Record, Zil, ZilHeader};
@@ -63,8 +63,8 @@ pub struct Accounting {
 pub struct ObjsetProps {
     pub recordsize: u32,
     pub compression: Compression,
-    /// primarycache=all (true) or metadata/none (false) for data blocks.
-    pub cache_data: bool,
+    /// primarycache and secondarycache.
+    pub cache: CachePolicy,
 }
 
 impl Default for ObjsetProps {
@@ -72,7 +72,7 @@ impl Default for ObjsetProps {
         ObjsetProps {
             recordsize: 128 * 1024,
             compression: Compression::Lz4,
-            cache_data: true,
+            cache: CachePolicy::ALL,
         }
     }
 }
@@ -424,7 +424,7 @@ impl ObjectSet {
         if root.is_hole() {
             return Ok(ObjectSet::create(cache, props, txg));
         }
-        let block = cache.read(root, true)?;
+        let block = cache.read(root, props.cache)?;
         let meta =
             decode_objset(&block).ok_or_else(|| corrupt(root, "malformed object set root"))?;
         let mut acct = decode_acct(&block);
@@ -527,22 +527,37 @@ impl ObjectSet {
     /// blocks from `blkid` on the answer holds: 1 for data, the rest of the
     /// hole's subtree for a hole (so sparse ranges are skipped a subtree at a time).
     fn lookup_run(&self, phys: &DnodePhys, blkid: u64) -> Result<(BlkPtr, u64)> {
-        read::walk(&self.cache, phys, blkid, read::Want::Demand)
+        read::walk(
+            &self.cache,
+            phys,
+            blkid,
+            read::Want::Demand,
+            self.props().cache,
+        )
     }
 
     fn read_tree_record(
         &self,
         phys: &DnodePhys,
         blkid: u64,
-        cache_data: bool,
+        policy: CachePolicy,
     ) -> Result<Option<Arc<[u8]>>> {
-        read::tree_record(&self.cache, phys, blkid, cache_data)
+        read::tree_record(&self.cache, phys, blkid, policy)
+    }
+
+    /// How dnode blocks are cached: always in the ARC (whatever
+    /// primarycache says of data), offered to the L2ARC as secondarycache says.
+    fn dnode_policy(&self) -> CachePolicy {
+        CachePolicy {
+            arc_data: true,
+            ..self.props().cache
+        }
     }
 
     /// The dnode of `id` as of the last sync.
     fn read_dnode(&self, meta: &DnodePhys, id: u64) -> Result<DnodePhys> {
         let blkid = id / DNODES_PER_BLOCK;
-        let Some(block) = self.read_tree_record(meta, blkid, true)? else {
+        let Some(block) = self.read_tree_record(meta, blkid, self.dnode_policy())? else {
             return Ok(DnodePhys::empty());
         };
         let slot = (id % DNODES_PER_BLOCK) as usize * DNODE_SIZE;
@@ -647,7 +662,7 @@ impl ObjectSet {
     /// by its length (a received stream may name 2^60 bytes), because the synced
     /// tree is walked a hole subtree at a time.
     pub fn punch(&self, id: u64, off: u64, len: u64) -> Result<()> {
-        let cache_data = self.props().cache_data;
+        let policy = self.props().cache;
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
         self.load(inner, id)?;
@@ -680,7 +695,7 @@ impl ObjectSet {
             let rec: Arc<[u8]> = if off <= a && end >= z {
                 Arc::from(Vec::new())
             } else {
-                let Some(r) = self.get_record(st, blkid, cache_data)? else {
+                let Some(r) = self.get_record(st, blkid, policy)? else {
                     continue;
                 };
                 let range = (off.max(a) - a) as usize..(end.min(z) - a) as usize;
@@ -917,7 +932,12 @@ impl ObjectSet {
     }
 
     /// The current record `blkid` of an object (None = hole), sized to its blksz.
-    fn get_record(&self, st: &ObjState, blkid: u64, cache_data: bool) -> Result<Option<Arc<[u8]>>> {
+    fn get_record(
+        &self,
+        st: &ObjState,
+        blkid: u64,
+        policy: CachePolicy,
+    ) -> Result<Option<Arc<[u8]>>> {
         let layers = [Some(&st.open), st.syncing.as_deref()];
         for layer in layers.into_iter().flatten() {
             if let Some(hit) = layer.lookup(blkid) {
@@ -925,7 +945,7 @@ impl ObjectSet {
             }
         }
         Ok(self
-            .read_tree_record(&st.phys, blkid, cache_data)?
+            .read_tree_record(&st.phys, blkid, policy)?
             .map(|r| resized(&r, st.blksz)))
     }
 
@@ -956,7 +976,7 @@ impl ObjectSet {
         if end > st.blksz as u64 && st.blksz < props.recordsize && st.size <= st.blksz as u64 {
             let new = (end.next_power_of_two().max(MIN_BLOCK as u64) as u32).min(props.recordsize);
             if new > st.blksz {
-                let rec0 = self.get_record(st, 0, props.cache_data)?;
+                let rec0 = self.get_record(st, 0, props.cache)?;
                 st.blksz = new;
                 if let Some(r) = rec0 {
                     Self::put_record(&mut inner.dirty_bytes, st, 0, resized(&r, new));
@@ -974,7 +994,7 @@ impl ObjectSet {
             let rec: Arc<[u8]> = if a == 0 && b == bs as usize {
                 src.into()
             } else {
-                let mut v = match self.get_record(st, blkid, props.cache_data)? {
+                let mut v = match self.get_record(st, blkid, props.cache)? {
                     Some(r) => r.to_vec(),
                     None => vec![0; bs as usize],
                 };
@@ -990,7 +1010,7 @@ impl ObjectSet {
 
     /// Set the object's length; bytes past it are gone, growing reads zeros.
     pub fn truncate(&self, id: u64, size: u64) -> Result<()> {
-        let cache_data = self.props().cache_data;
+        let policy = self.props().cache;
         let mut guard = self.inner.lock();
         let inner = &mut *guard;
         self.load(inner, id)?;
@@ -1005,7 +1025,7 @@ impl ObjectSet {
         // Zero the tail of the partial last record.
         if !size.is_multiple_of(bs) {
             let blkid = size / bs;
-            if let Some(r) = self.get_record(st, blkid, cache_data)? {
+            if let Some(r) = self.get_record(st, blkid, policy)? {
                 let mut v = r.to_vec();
                 v[(size % bs) as usize..].fill(0);
                 Self::put_record(&mut inner.dirty_bytes, st, blkid, v.into());
@@ -1147,9 +1167,7 @@ impl ObjectSet {
                 });
                 let bp = if let Some(bp) = early {
                     ctx.born(&bp);
-                    if props.cache_data {
-                        self.cache.cache_written(&bp, rec);
-                    }
+                    self.cache.cache_written(&bp, rec, props.cache);
                     bp
                 } else if punched
                     || (ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0))
@@ -1169,9 +1187,7 @@ impl ObjectSet {
                     )?;
                     self.incompressible.outcome(compression, &bp);
                     ctx.born(&bp);
-                    if props.cache_data {
-                        self.cache.cache_written(&bp, rec);
-                    }
+                    self.cache.cache_written(&bp, rec, props.cache);
                     bp
                 };
                 changes.push((*blkid, bp));
@@ -1217,7 +1233,7 @@ impl ObjectSet {
         }
         let mut meta_changes = Vec::new();
         for (blkid, items) in by_block {
-            let mut block = match self.read_tree_record(&meta, blkid, true)? {
+            let mut block = match self.read_tree_record(&meta, blkid, self.dnode_policy())? {
                 Some(b) => b.to_vec(),
                 None => vec![0u8; DNODE_BLOCK_SIZE as usize],
             };
@@ -1340,7 +1356,7 @@ impl ObjectSet {
         if bp.is_hole() {
             return Ok(vec![BlkPtr::HOLE; PTRS_PER_INDIRECT as usize]);
         }
-        let block = self.cache.read(bp, true)?;
+        let block = self.cache.read(bp, self.props().cache)?;
         decode_ptrs(&block, bp)
     }
 

@@ -211,6 +211,22 @@ pub fn checksum(data: &[u8]) -> [u8; 32] {
     *blake3::hash(data).as_bytes()
 }
 
+/// `checksum` of the first `len` bytes of `parts` laid end to end, without
+/// joining them (None if they hold fewer than `len` bytes).
+pub fn checksum_parts<'a>(
+    parts: impl IntoIterator<Item = &'a [u8]>,
+    len: usize,
+) -> Option<[u8; 32]> {
+    let mut h = blake3::Hasher::new();
+    let mut left = len;
+    for p in parts {
+        let take = p.len().min(left);
+        h.update(&p[..take]);
+        left -= take;
+    }
+    (left == 0).then(|| *h.finalize().as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ use crate::device::BlockDevice;
 use crate::error::{PoolError, Result};
 use crate::label::{leaf_data_size, LabelHeader, LeafConfig, PoolConfig, DATA_START};
 use crate::pool::{DeviceStatus, Pool};
+use crate::spare_remove::erase_labels;
 use crate::vdev_spec::CreateOpts;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -204,6 +205,27 @@ impl Pool {
         );
         *self.config.write() = cfg;
         self.rewrite_label_headers()
+    }
+
+    /// Take cache device `i` (of `cache_devices`) out of the pool: it is
+    /// marked gone first, so the L2ARC stops reading and writing it at once
+    /// (reads go to the pool), then it leaves the configuration (the other
+    /// devices' labels rewritten) and its own labels are erased, so the
+    /// device is free for another use.
+    pub(crate) fn remove_cache(&self, i: usize, next_txg: u64) -> Result<()> {
+        let gone = self.cache.read()[i].clone();
+        gone.removed.store(true, Relaxed);
+        let mut cfg = self.config.read().clone();
+        cfg.cache.retain(|c| c.guid != gone.guid);
+        cfg.config_txg = next_txg;
+        self.cache.write().retain(|c| c.guid != gone.guid);
+        *self.config.write() = cfg;
+        self.rewrite_label_headers()?;
+        if let Some(d) = &gone.dev {
+            erase_labels(d.as_ref());
+        }
+        self.add_notice(format!("cache device {} removed", gone.path.display()));
+        Ok(())
     }
 
     /// Write `cfg` into every present cache device's label (best effort: the

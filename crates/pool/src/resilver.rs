@@ -4,13 +4,14 @@
 //! A scrub reads every column of a stripe, parity included, reconstructs,
 //! recomputes parity and compares it all. A resilver needs less: the columns on
 //! readable children are read, the missing ones rebuilt from them (one parity
-//! pass), the data verified against the block's checksum, and only the columns
-//! of resilvering devices written. A batch is cut into contiguous shares, one
-//! per worker; reads of one child for a share are merged into a few large ones
-//! (blocks sorted by DVA lie next to each other, so their columns do too);
-//! writes of exactly adjacent
-//! columns on a resilvering device are merged likewise, so it is written in
-//! long sequential runs.
+//! pass, by XOR in place of field arithmetic when it suffices), the data
+//! verified against the block's checksum, and only the columns of resilvering
+//! devices written. Workers take consecutive batches (`resilver_blocks`); reads
+//! of one child for a batch are merged into a few large ones (blocks sorted by
+//! DVA lie next to each other, so their columns do too), and the surviving
+//! columns are used where they were read, never copied; writes of exactly
+//! adjacent columns on a resilvering device are merged likewise, so it is
+//! written in long sequential runs.
 //!
 //! Invariants: only bytes that passed the block's checksum are written, and
 //! only at the exact columns of the block (a merged read may cover gaps; a
@@ -20,12 +21,13 @@
 //! does not fit) goes through `scrub_block`, which counts and heals as a scrub
 //! does. A copy on a vdev without resilvering devices is not read at all.
 
-use crate::blkptr::{checksum, BlkPtr};
+use crate::blkptr::{checksum_parts, BlkPtr};
 use crate::blockio::extent_len;
-use crate::parity::reconstruct;
+use crate::parity::{rebuild_one_by_xor, reconstruct};
 use crate::pool::Pool;
 use crate::raidz::Column;
 use crate::vdev::{Leaf, ScrubOutcome, TopVdev};
+use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -34,6 +36,10 @@ use std::sync::Arc;
 const MERGE_GAP: u64 = 128 << 10;
 /// Largest merged read.
 const MAX_RUN: u64 = 16 << 20;
+
+/// Batches a worker may run ahead of the oldest one not yet delivered, per
+/// worker: bounds the work a stop leaves behind (and the memory in flight).
+const AHEAD_PER_WORKER: usize = 2;
 
 /// A device the resilver writes to.
 fn is_target(l: &Leaf) -> bool {
@@ -62,30 +68,130 @@ type LeafKey = (usize, usize);
 /// A rebuilt column to write: (offset, bytes, block index).
 type ColumnWrite = (u64, Vec<u8>, usize);
 
+/// Buffers one worker reuses from batch to batch, so merged reads and writes
+/// neither allocate nor zero megabytes each time (that was a tenth of the
+/// resilver's CPU).
+#[derive(Default)]
+struct Scratch {
+    reads: Vec<Vec<u8>>,
+    write: Vec<u8>,
+}
+
+impl Scratch {
+    /// A buffer of `len` bytes to read into (its old contents are overwritten).
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        let mut b = self.reads.pop().unwrap_or_default();
+        if b.len() < len {
+            b.resize(len, 0);
+        } else {
+            b.truncate(len);
+        }
+        b
+    }
+}
+
+/// Where the workers of `resilver_blocks` are.
+struct Gate {
+    /// The next batch to take.
+    next: usize,
+    /// Batches delivered in order.
+    delivered: usize,
+    stop: bool,
+}
+
 impl Pool {
-    /// Rebuild the blocks of `batch` (sorted by first DVA) on the resilvering
-    /// devices, `workers` threads at most; the outcome of each block, in order.
+    /// Rebuild `bps` (sorted by first DVA) on the resilvering devices, in
+    /// batches of `batch` blocks on `workers` threads (inline with one).
+    /// `done(i, outcomes)` gets batch `i` in this thread, in order: when it is
+    /// called, every block before that batch is rebuilt. It returns false to
+    /// stop: no batch is started after that. Returns the batches delivered.
     ///
-    /// Each worker takes a contiguous share of the batch and reads, rebuilds
-    /// and writes it in turn: while one computes parity, another's reads or
-    /// writes keep the devices busy (one pass over the whole batch left the
-    /// devices idle during its CPU work and the CPU idle during its I/O).
-    pub fn resilver_batch(&self, batch: &[BlkPtr], workers: usize) -> Vec<ScrubOutcome> {
-        let per = batch.len().div_ceil(workers.max(1)).max(1);
-        let shares: Vec<&[BlkPtr]> = batch.chunks(per).collect();
-        par_map(&shares, workers, |share| self.resilver_share(share))
-            .into_iter()
-            .flatten()
-            .collect()
+    /// The workers form a bounded pipeline: each takes the next batch as soon
+    /// as it finished one, so one worker's reads and writes overlap another's
+    /// parity and checksums, with no barrier between batches; a worker stays
+    /// at most `AHEAD_PER_WORKER` batches per worker ahead of the delivered
+    /// ones, so a slow `done` (pacing) holds them back.
+    pub fn resilver_blocks(
+        &self,
+        bps: &[BlkPtr],
+        batch: usize,
+        workers: usize,
+        mut done: impl FnMut(usize, Vec<ScrubOutcome>) -> bool,
+    ) -> usize {
+        let batches: Vec<&[BlkPtr]> = bps.chunks(batch.max(1)).collect();
+        if workers <= 1 {
+            let mut scratch = Scratch::default();
+            for (i, b) in batches.iter().enumerate() {
+                if !done(i, self.resilver_share(b, &mut scratch)) {
+                    return i + 1;
+                }
+            }
+            return batches.len();
+        }
+        let ahead = workers * AHEAD_PER_WORKER;
+        let gate = Mutex::new(Gate {
+            next: 0,
+            delivered: 0,
+            stop: false,
+        });
+        let moved = Condvar::new();
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, Vec<ScrubOutcome>)>();
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                let (tx, gate, moved, batches) = (tx.clone(), &gate, &moved, &batches);
+                s.spawn(move || {
+                    let mut scratch = Scratch::default();
+                    loop {
+                        let i = {
+                            let mut g = gate.lock();
+                            while !g.stop && g.next < batches.len() && g.next >= g.delivered + ahead
+                            {
+                                moved.wait(&mut g);
+                            }
+                            if g.stop || g.next >= batches.len() {
+                                return;
+                            }
+                            g.next += 1;
+                            g.next - 1
+                        };
+                        let out = self.resilver_share(batches[i], &mut scratch);
+                        if tx.send((i, out)).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            // Batches finished out of order wait here for those before them.
+            let mut finished: BTreeMap<usize, Vec<ScrubOutcome>> = BTreeMap::new();
+            let mut delivered = 0;
+            let mut stopped = false;
+            // Ends when every worker has returned (their senders are gone).
+            for (i, out) in rx {
+                finished.insert(i, out);
+                while !stopped {
+                    let Some(out) = finished.remove(&delivered) else {
+                        break;
+                    };
+                    stopped = !done(delivered, out);
+                    delivered += 1;
+                    let mut g = gate.lock();
+                    g.delivered = delivered;
+                    g.stop |= stopped;
+                    moved.notify_all();
+                }
+            }
+            delivered
+        })
     }
 
-    /// `resilver_batch` of one share, in this thread.
-    fn resilver_share(&self, batch: &[BlkPtr]) -> Vec<ScrubOutcome> {
+    /// Rebuild one batch in this thread; the outcome of each block, in order.
+    fn resilver_share(&self, batch: &[BlkPtr], scratch: &mut Scratch) -> Vec<ScrubOutcome> {
         let tops = self.vdevs.read().clone();
         let mut slow = vec![false; batch.len()];
         let mut jobs = plan(&tops, batch, &mut slow);
         jobs.retain(|j| !slow[j.block]);
-        let runs = read_runs(&tops, &jobs);
+        let runs = read_runs(&tops, &jobs, scratch);
         let rebuilt = jobs
             .iter()
             .map(|j| rebuild(&tops, &runs, j, &batch[j.block]));
@@ -103,10 +209,13 @@ impl Pool {
                 None => slow[j.block] = true,
             }
         }
+        let bufs = runs.into_values().flatten().filter_map(|r| r.buf);
+        scratch.reads.extend(bufs);
         let mut out = vec![ScrubOutcome::default(); batch.len()];
         for ((t, c), mut cols) in writes {
             cols.sort_by_key(|w| w.0);
-            write_merged(&tops[t].leaves[c], &cols, &mut out, &mut slow);
+            let leaf = &tops[t].leaves[c];
+            write_merged(leaf, &cols, &mut scratch.write, &mut out, &mut slow);
         }
         for (i, bp) in batch.iter().enumerate() {
             if slow[i] {
@@ -158,7 +267,11 @@ fn plan(tops: &[Arc<TopVdev>], batch: &[BlkPtr], slow: &mut [bool]) -> Vec<Job> 
 }
 
 /// Read every readable column of `jobs`, merged per child.
-fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job]) -> BTreeMap<LeafKey, Vec<Run>> {
+fn read_runs(
+    tops: &[Arc<TopVdev>],
+    jobs: &[Job],
+    scratch: &mut Scratch,
+) -> BTreeMap<LeafKey, Vec<Run>> {
     let mut ranges: BTreeMap<LeafKey, Vec<(u64, u64)>> = BTreeMap::new();
     for j in jobs {
         for (k, c) in j.cols.iter().enumerate() {
@@ -168,9 +281,8 @@ fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job]) -> BTreeMap<LeafKey, Vec<Run>>
             }
         }
     }
-    let keys: Vec<LeafKey> = ranges.keys().copied().collect();
-    let read = |key: &LeafKey| -> Vec<Run> {
-        let mut rs = ranges[key].clone();
+    let mut out = BTreeMap::new();
+    for (key, mut rs) in ranges {
         rs.sort_unstable();
         let mut runs: Vec<Run> = Vec::new();
         for (start, end) in rs {
@@ -187,19 +299,24 @@ fn read_runs(tops: &[Arc<TopVdev>], jobs: &[Job]) -> BTreeMap<LeafKey, Vec<Run>>
         }
         let leaf = &tops[key.0].leaves[key.1];
         for r in &mut runs {
-            let mut b = vec![0u8; r.len as usize];
+            let mut b = scratch.take(r.len as usize);
             // A failed read is not counted here: its blocks go through
             // `scrub_block`, which reads, counts and heals them one by one.
-            r.buf = leaf.read_raw(&mut b, r.offset).ok().map(|_| b);
+            match leaf.read_raw(&mut b, r.offset) {
+                Ok(()) => r.buf = Some(b),
+                Err(_) => scratch.reads.push(b),
+            }
         }
-        runs
-    };
-    let runs: Vec<Vec<Run>> = keys.iter().map(read).collect();
-    keys.into_iter().zip(runs).collect()
+        out.insert(key, runs);
+    }
+    out
 }
 
 /// The columns of job `j` on resilvering devices, rebuilt and verified:
 /// (child, offset, bytes). None if the fast path cannot vouch for them.
+///
+/// The surviving columns are borrowed from the merged reads, never copied:
+/// the lost ones are rebuilt from them and the data checksummed piecewise.
 fn rebuild(
     tops: &[Arc<TopVdev>],
     runs: &BTreeMap<LeafKey, Vec<Run>>,
@@ -208,10 +325,11 @@ fn rebuild(
 ) -> Option<Vec<(usize, u64, Vec<u8>)>> {
     let top = &tops[j.top];
     let nparity = top.geometry().nparity;
-    let mut bytes: Vec<Vec<u8>> = Vec::with_capacity(j.cols.len());
+    // Every column, a lost one as an empty slice.
+    let mut cols: Vec<&[u8]> = Vec::with_capacity(j.cols.len());
     for (k, c) in j.cols.iter().enumerate() {
         if j.lost.contains(&k) {
-            bytes.push(vec![0u8; c.size]);
+            cols.push(&[]);
             continue;
         }
         let rs = &runs[&(j.top, c.child)];
@@ -220,30 +338,70 @@ fn rebuild(
             .checked_sub(1)?;
         let from = (c.offset - rs[i].offset) as usize;
         let buf = rs[i].buf.as_ref()?;
-        bytes.push(buf.get(from..from + c.size)?.to_vec());
+        cols.push(buf.get(from..from + c.size)?);
     }
-    if !j.lost.is_empty() {
-        reconstruct(&mut bytes, nparity, &j.lost).ok()?;
-    }
-    let data = bytes[nparity..].concat();
-    let psize = bp.psize as usize;
-    if data.len() < psize || checksum(&data[..psize]) != bp.checksum {
+    let rebuilt = rebuild_lost(&cols, &j.cols, &j.lost, nparity)?;
+    let column = |k: usize| match j.lost.iter().position(|&l| l == k) {
+        Some(i) => rebuilt[i].as_slice(),
+        None => cols[k],
+    };
+    let sum = checksum_parts((nparity..cols.len()).map(column), bp.psize as usize);
+    if sum != Some(bp.checksum) {
         return None;
     }
     let out = j
-        .cols
+        .lost
         .iter()
-        .zip(bytes)
-        .filter(|(c, _)| is_target(&top.leaves[c.child]))
-        .map(|(c, b)| (c.child, c.offset, b))
+        .zip(rebuilt)
+        .filter(|(&k, _)| is_target(&top.leaves[j.cols[k].child]))
+        .map(|(&k, b)| (j.cols[k].child, j.cols[k].offset, b))
         .collect();
     Some(out)
 }
 
+/// The `lost` columns of a stripe (in that order) from the others in `cols`:
+/// by XOR for one lost column but Q, else through `reconstruct` on copies.
+fn rebuild_lost(
+    cols: &[&[u8]],
+    shape: &[Column],
+    lost: &[usize],
+    nparity: usize,
+) -> Option<Vec<Vec<u8>>> {
+    if let [x] = *lost {
+        if let Some(c) = rebuild_one_by_xor(cols, nparity, x, shape[x].size) {
+            return Some(vec![c]);
+        }
+    }
+    let mut bytes: Vec<Vec<u8>> = cols
+        .iter()
+        .zip(shape)
+        .zip(0..)
+        .map(|((b, c), k)| {
+            if lost.contains(&k) {
+                vec![0u8; c.size]
+            } else {
+                b.to_vec()
+            }
+        })
+        .collect();
+    reconstruct(&mut bytes, nparity, lost).ok()?;
+    Some(
+        lost.iter()
+            .map(|&k| std::mem::take(&mut bytes[k]))
+            .collect(),
+    )
+}
+
 /// Write `cols` (sorted by offset) to `leaf`, exactly adjacent ones as one
-/// write; count each written column, and send the blocks of a failed write
-/// to the slow path.
-fn write_merged(leaf: &Leaf, cols: &[ColumnWrite], out: &mut [ScrubOutcome], slow: &mut [bool]) {
+/// write (joined in `joined`); count each written column, and send the
+/// blocks of a failed write to the slow path.
+fn write_merged(
+    leaf: &Leaf,
+    cols: &[ColumnWrite],
+    joined: &mut Vec<u8>,
+    out: &mut [ScrubOutcome],
+    slow: &mut [bool],
+) {
     let mut i = 0;
     while i < cols.len() {
         let mut end = cols[i].0 + cols[i].1.len() as u64;
@@ -259,12 +417,11 @@ fn write_merged(leaf: &Leaf, cols: &[ColumnWrite], out: &mut [ScrubOutcome], slo
         let ok = if n == 1 {
             leaf.write_raw(&group[0].1, group[0].0).is_ok()
         } else {
-            let buf = group
-                .iter()
-                .map(|w| w.1.as_slice())
-                .collect::<Vec<_>>()
-                .concat();
-            leaf.write_raw(&buf, group[0].0).is_ok()
+            joined.clear();
+            for w in group {
+                joined.extend_from_slice(&w.1);
+            }
+            leaf.write_raw(joined, group[0].0).is_ok()
         };
         for w in group {
             if ok {
@@ -275,23 +432,4 @@ fn write_merged(leaf: &Leaf, cols: &[ColumnWrite], out: &mut [ScrubOutcome], slo
         }
         i += n;
     }
-}
-
-/// `f` over `items`, on up to `workers` threads (inline with one), in order.
-fn par_map<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let workers = workers.clamp(1, items.len().max(1));
-    if workers == 1 {
-        return items.iter().map(f).collect();
-    }
-    let per = items.len().div_ceil(workers);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items
-            .chunks(per)
-            .map(|chunk| s.spawn(|| chunk.iter().map(&f).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("resilver worker panicked"))
-            .collect()
-    })
 }

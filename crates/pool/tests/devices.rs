@@ -246,7 +246,7 @@ fn an_available_spare_is_removed_an_active_one_refused() {
     pool.add_spares(&[s1.clone(), s2.clone()], &opts(), 3)
         .unwrap();
     let err = pool.remove_spare(&name(dir.path(), "a"), 4).unwrap_err();
-    assert!(err.to_string().contains("in use"), "{err}");
+    assert!(err.to_string().contains("in its last data vdev"), "{err}");
     let err = pool.remove_spare(&name(dir.path(), "zz"), 4).unwrap_err();
     assert!(err.to_string().contains("no such spare"), "{err}");
     assert_eq!(pool.spare_paths().len(), 2);

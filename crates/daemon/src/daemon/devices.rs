@@ -76,16 +76,15 @@ impl Daemon {
         Ok(json!({ "name": name }))
     }
 
-    /// `pool remove POOL SPARE`: an available spare leaves the pool.
+    /// `pool remove POOL DEV`: a cache device or an available spare leaves
+    /// the pool.
     pub(super) fn pool_remove(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let dev = a.str("device")?;
         let _g = self.admin.lock();
         let store = self.store(&name)?;
-        store
-            .change_devices(|p, next| p.remove_spare(&dev, next))
-            .map_err(se)?;
-        log(format!("pool '{name}': spare {dev} removed"));
+        let what = store.remove_device(&dev).map_err(se)?;
+        log(format!("pool '{name}': {what} {dev} removed"));
         self.devices_changed(&name, "pool remove")?;
         Ok(json!({ "name": name }))
     }

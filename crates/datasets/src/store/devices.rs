@@ -42,6 +42,15 @@ impl Store {
         self.cache.attach_l2();
         Ok(())
     }
+
+    /// `pool remove`: a cache device or an available spare leaves the pool;
+    /// for a cache device the L2ARC drops what it knew of it (reads go to the
+    /// pool). Returns what it was ("cache device" or "spare").
+    pub fn remove_device(&self, dev: &str) -> Result<&'static str> {
+        let what = self.change_devices(|p, next| p.remove_device(dev, next))?;
+        self.cache.detach_l2();
+        Ok(what)
+    }
 }
 
 /// Start the device watcher of `store`: about once a second it marks REMOVED a

@@ -11,7 +11,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StoreError};
 use crate::props;
 use crate::store::*;
-use cachalot_objects::{BlockCache, ObjectSet, ObjsetProps};
+use cachalot_objects::{BlockCache, CachePolicy, ObjectSet, ObjsetProps};
 use cachalot_pool::{BlkPtr, BlockDevice, Compression, CreateOpts, Pool, VdevSpec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -23,7 +23,7 @@ pub(super) fn mos_props() -> ObjsetProps {
     ObjsetProps {
         recordsize: 128 * 1024,
         compression: Compression::Lz4,
-        cache_data: true,
+        cache: CachePolicy::ALL,
     }
 }
 

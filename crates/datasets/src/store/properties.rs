@@ -10,7 +10,7 @@ use crate::dataset::Dataset;
 use crate::error::{Result, StoreError};
 use crate::props;
 use crate::store::*;
-use cachalot_objects::ObjsetProps;
+use cachalot_objects::{CachePolicy, ObjsetProps};
 use cachalot_pool::Compression;
 
 /// Value of an inheritable property and where it came from.
@@ -56,7 +56,10 @@ pub(crate) fn resolve_objset_props(cat: &Catalog, id: u64) -> ObjsetProps {
         recordsize,
         compression: Compression::parse(&resolve(cat, id, "compression").0)
             .unwrap_or(Compression::Lz4),
-        cache_data: resolve(cat, id, "primarycache").0 == "all",
+        cache: CachePolicy::from_props(
+            &resolve(cat, id, "primarycache").0,
+            &resolve(cat, id, "secondarycache").0,
+        ),
     }
 }
 

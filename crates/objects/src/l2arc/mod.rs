@@ -82,6 +82,17 @@ impl FeedQueue {
         }
     }
 
+    /// Whether evicted blocks are queued at all (some cache device takes them);
+    /// switched off, what is queued is dropped.
+    pub fn set_active(&self, on: bool) {
+        self.active.store(on, Relaxed);
+        if !on {
+            let mut q = self.q.lock();
+            q.0.clear();
+            q.1 = 0;
+        }
+    }
+
     /// What is queued, once a batch is full or `FEED_INTERVAL` passed.
     fn take(&self) -> Vec<(BlockKey, Value)> {
         let mut q = self.q.lock();
@@ -157,7 +168,7 @@ impl L2Arc {
             }),
         });
         l2.rebuild(max_birth);
-        feed.active.store(true, Relaxed);
+        feed.set_active(true);
         let weak = Arc::downgrade(&l2);
         let feed = feed.clone();
         let _ = std::thread::Builder::new()

@@ -11,7 +11,7 @@
 //! records in memory first (see `cache`).
 
 use super::{corrupt, resized, LayerHit, ObjectSet, Result};
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, CachePolicy};
 use crate::dnode::*;
 use crate::io;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
@@ -33,6 +33,7 @@ pub(super) fn walk(
     phys: &DnodePhys,
     blkid: u64,
     want: Want,
+    policy: CachePolicy,
 ) -> Result<(BlkPtr, u64)> {
     if phys.root.is_hole() || blkid >= phys.capacity() {
         return Ok((BlkPtr::HOLE, u64::MAX - blkid));
@@ -41,10 +42,10 @@ pub(super) fn walk(
     let mut level = phys.nlevels - 1;
     while level > 0 {
         let block = match want {
-            Want::Demand => cache.read(&bp, true)?,
+            Want::Demand => cache.read(&bp, policy)?,
             // A failed prefetch of an indirect block ends the walk quietly: the
             // demand read will meet (and report) the error.
-            Want::Prefetch => match cache.prefetch(&bp, true) {
+            Want::Prefetch => match cache.prefetch(&bp, policy) {
                 Some(b) => b,
                 None => return Ok((BlkPtr::HOLE, 1)),
             },
@@ -70,13 +71,13 @@ pub(super) fn tree_record(
     cache: &BlockCache,
     phys: &DnodePhys,
     blkid: u64,
-    cache_data: bool,
+    policy: CachePolicy,
 ) -> Result<Option<Arc<[u8]>>> {
-    let bp = walk(cache, phys, blkid, Want::Demand)?.0;
+    let bp = walk(cache, phys, blkid, Want::Demand, policy)?.0;
     if bp.is_hole() {
         return Ok(None);
     }
-    Ok(Some(cache.read(&bp, cache_data)?))
+    Ok(Some(cache.read(&bp, policy)?))
 }
 
 impl ObjectSet {
@@ -85,7 +86,7 @@ impl ObjectSet {
         // The pointers copied below are read without the lock, across commits:
         // hold their space from reuse until the read is done (pool `readhold`).
         let hold = self.cache.pool.hold_reads_shared();
-        let cache_data = self.props().cache_data;
+        let policy = self.props().cache;
         let (bs, size, phys, mut pieces, ahead) = {
             let mut inner = self.inner.lock();
             let st = self.load(&mut inner, id)?;
@@ -115,7 +116,7 @@ impl ObjectSet {
             };
             (bs, end, Arc::new(st.phys.clone()), pieces, ahead)
         };
-        self.prefetch_records(&phys, ahead, cache_data, &hold);
+        self.prefetch_records(&phys, ahead, policy, &hold);
         // Tree reads happen without the lock (see the module invariants).
         let from_tree: Vec<u64> = pieces
             .iter()
@@ -125,7 +126,7 @@ impl ObjectSet {
         let mut fetched = {
             let (cache, phys, blkids) = (self.cache.clone(), phys.clone(), from_tree.clone());
             io::parallel_map(from_tree.len(), move |i| {
-                tree_record(&cache, &phys, blkids[i], cache_data)
+                tree_record(&cache, &phys, blkids[i], policy)
             })
         }
         .into_iter();
@@ -157,14 +158,14 @@ impl ObjectSet {
         &self,
         phys: &Arc<DnodePhys>,
         blkids: Vec<u64>,
-        cache_data: bool,
+        policy: CachePolicy,
         hold: &SharedReadHold,
     ) {
         for blkid in blkids {
             let (cache, phys, hold) = (self.cache.clone(), phys.clone(), hold.clone());
             let queued = io::submit_prefetch(move || {
-                if let Ok((bp, _)) = walk(&cache, &phys, blkid, Want::Prefetch) {
-                    cache.prefetch(&bp, cache_data);
+                if let Ok((bp, _)) = walk(&cache, &phys, blkid, Want::Prefetch, policy) {
+                    cache.prefetch(&bp, policy);
                 }
                 drop(hold);
             });
@@ -199,16 +200,20 @@ mod tests {
             .collect()
     }
 
-    fn props(cache_data: bool) -> ObjsetProps {
+    /// `arc_data`: primarycache=all (else metadata).
+    fn props(arc_data: bool) -> ObjsetProps {
         ObjsetProps {
             recordsize: BS as u32,
-            cache_data,
+            cache: CachePolicy {
+                arc_data,
+                ..CachePolicy::ALL
+            },
             ..ObjsetProps::default()
         }
     }
 
     /// An object of `RECORDS` records, committed, opened again with an empty ARC.
-    fn cold_object(cache_data: bool) -> (ObjectSet, u64) {
+    fn cold_object(arc_data: bool) -> (ObjectSet, u64) {
         crate::io::set_background_io(true);
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
         let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
@@ -222,7 +227,7 @@ mod tests {
         pool.commit(1, root).unwrap();
         let cold = Arc::new(BlockCache::new(pool, 64 << 20));
         (
-            ObjectSet::open(cold, props(cache_data), &root, 2).unwrap(),
+            ObjectSet::open(cold, props(arc_data), &root, 2).unwrap(),
             id,
         )
     }
@@ -379,7 +384,7 @@ mod tests {
                 let per = MIB / recordsize;
                 for r in m * per..(m + 1) * per {
                     let bp = os.block_pointer(id, r).unwrap();
-                    out.extend_from_slice(&os.cache().read(&bp, true).unwrap());
+                    out.extend_from_slice(&os.cache().read(&bp, CachePolicy::ALL).unwrap());
                 }
                 assert_eq!(out.len() as u64, MIB);
             }
