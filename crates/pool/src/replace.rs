@@ -246,7 +246,14 @@ impl Pool {
     }
 
     /// A scan over every block completed: replacements hold every block now.
+    /// Flush them first (as [`Pool::save_resilver_pos`] does), so the labels never
+    /// say a resilver ended while its last repairs are still in a device's cache:
+    /// after a power cut the old device may be gone and the DTL cleared.
     pub fn finish_resilver(&self) -> Result<()> {
+        if !self.resilver_pending() {
+            return Ok(());
+        }
+        self.flush_all()?;
         let mut done = Vec::new();
         for t in self.vdevs.read().iter() {
             for l in &t.leaves {
