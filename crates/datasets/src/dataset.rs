@@ -247,13 +247,25 @@ impl Dataset {
     }
 
     pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        self.write_inner(obj, off, data, false)
+        self.write_inner(obj, off, data, false, false)
     }
 
     /// A write that is durable when it returns (O_DSYNC): one log commit, shared
     /// with concurrent sync writers.
     pub fn write_sync(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        self.write_inner(obj, off, data, true)
+        self.write_inner(obj, off, data, true, false)
+    }
+
+    /// A write (durable when it returns if `durable`) whose full records the
+    /// caller also compresses, checksums and writes at their final place before
+    /// returning (`ObjectSet::write_behind`): the next log commit logs them by
+    /// reference and the txg sync links them, so neither writes them, and the
+    /// work runs on the writers' threads in parallel instead of on the one
+    /// committing thread. For a volume, whose writes are mostly whole blocks
+    /// that a flush soon asks for; a block rewritten within the txg costs one
+    /// extra block write.
+    pub fn write_behind(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
+        self.write_inner(obj, off, data, durable, true)
     }
 
     /// A write of `receive`, which fills a hidden dataset that a crash discards
@@ -312,15 +324,23 @@ impl Dataset {
         self.destroyed.load(Ordering::Acquire)
     }
 
-    fn write_inner(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
+    fn write_inner(
+        &self,
+        obj: u64,
+        off: u64,
+        data: &[u8],
+        durable: bool,
+        behind: bool,
+    ) -> Result<()> {
         let s = self.store_rw()?;
         self.reserve(&s, data.len() as u64)?;
         s.throttle()?;
         let t0 = std::time::Instant::now();
         let policy = self.sync_policy();
-        {
+        let txg = {
             let _txg = self.objset.hold_txg();
             self.objset.write(obj, off, data)?;
+            let txg = self.objset.open_txg();
             if policy != SyncPolicy::Disabled {
                 // A large write is not copied into its itx: the log reads it
                 // from the object set if it ever logs it (see `WriteLazy`).
@@ -337,10 +357,16 @@ impl Dataset {
                         data: data.into(),
                     }
                 };
-                self.objset.zil().log(self.objset.open_txg(), rec);
+                self.objset.zil().log(txg, rec);
             }
-        }
+            txg
+        };
         s.dirty.fetch_add(data.len() as u64, Ordering::Relaxed);
+        if behind {
+            // Outside the hold: a sync must not wait for these block writes. A
+            // sync that froze `txg` meanwhile makes this a no-op or an orphan.
+            self.objset.write_behind(obj, off, data.len() as u64, txg);
+        }
         if policy == SyncPolicy::Always || (durable && policy != SyncPolicy::Disabled) {
             self.commit_log(&s)?;
         }

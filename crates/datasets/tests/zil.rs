@@ -40,8 +40,9 @@ struct Outcome {
     acked: Vec<u64>,
 }
 
-/// Writers each append records to their own object, fsync (or write_sync) after
-/// every one, and note what returned while the power was still on.
+/// Writers each append records to their own object, fsync (or write_sync, or
+/// write_behind with or without FUA) after every one, and note what returned
+/// while the power was still on.
 fn workload(seed: u64, slog: bool, cut: Option<u64>) -> Outcome {
     workload_with(seed, slog, cut, Duration::from_millis(15))
 }
@@ -78,7 +79,13 @@ fn workload_with(seed: u64, slog: bool, cut: Option<u64>, txg_timeout: Duration)
                 for i in 0..PER_WRITER {
                     let rec = record(seed, w, i);
                     let off = i * rec_len(seed) as u64;
-                    let r = if (i + w) % 3 == 0 {
+                    let r = if w == WRITERS - 1 {
+                        // A volume's writes: full blocks written behind, made
+                        // durable by FUA (every other one) or the fsync after.
+                        let fua = i % 2 == 0;
+                        ds.write_behind(objs[w as usize], off, &rec, fua)
+                            .and_then(|_| if fua { Ok(()) } else { ds.fsync() })
+                    } else if (i + w) % 3 == 0 {
                         ds.write_sync(objs[w as usize], off, &rec)
                     } else {
                         ds.write(objs[w as usize], off, &rec)
@@ -482,4 +489,37 @@ fn write_by_reference_is_linked_or_superseded() {
     let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();
     let ds = store.dataset("tank").unwrap();
     assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a, b].concat());
+}
+
+/// A write-behind's blocks are written by the writer: the fsync after it logs
+/// them by reference without writing them again (its only device write is the
+/// log block), and the txg's sync links those same blocks.
+#[test]
+fn write_behind_blocks_are_logged_and_linked_not_rewritten() {
+    const BS: usize = 128 * 1024;
+    let data = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let obj = ds.create_object().unwrap();
+    ds.fsync().unwrap(); // the first log write waits for a txg
+    let a = Rng(1).bytes(2 * BS);
+    ds.write_behind(obj, 0, &a, false).unwrap();
+    let before = data[0].writes_issued();
+    ds.fsync().unwrap();
+    assert_eq!(
+        data[0].writes_issued() - before,
+        1,
+        "the fsync after a write-behind writes its log block only"
+    );
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), 2, "both blocks logged by reference: {refs:?}");
+    store.sync().unwrap();
+    for (b, r) in refs.iter().enumerate() {
+        assert_eq!(ds.objset().block_pointer(obj, b as u64).unwrap(), *r);
+    }
+    drop(ds);
+    store.export().unwrap();
+    let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), a);
 }

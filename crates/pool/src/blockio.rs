@@ -50,8 +50,22 @@ impl Pool {
         };
         let psize = payload.len();
         let asize = psize.next_multiple_of(sector);
-        let mut buf = payload.to_vec();
-        buf.resize(asize, 0);
+        let checksum = checksum(payload);
+        // The stored bytes, padded to whole sectors: the compressor's output is
+        // padded in place, data that already ends on a sector is written as it
+        // is (no copy of every uncompressed block).
+        let buf: std::borrow::Cow<[u8]> = match compressed {
+            Some(mut c) => {
+                c.resize(asize, 0);
+                c.into()
+            }
+            None if psize == asize => data.into(),
+            None => {
+                let mut v = data.to_vec();
+                v.resize(asize, 0);
+                v.into()
+            }
+        };
         let copies = if opts.block_type.is_metadata() { 2 } else { 1 };
         let dvas = self.allocate(asize as u64, copies)?;
         let tops = self.vdevs.read();
@@ -68,7 +82,7 @@ impl Pool {
             level: opts.level,
             birth_txg: txg,
             fill: opts.fill,
-            checksum: checksum(payload),
+            checksum,
         })
     }
 

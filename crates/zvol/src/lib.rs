@@ -175,12 +175,10 @@ impl Zvol {
         if data.is_empty() {
             return Ok(());
         }
-        let ds = self.dataset();
-        if fua {
-            ds.write_sync(self.obj, off, data)?;
-        } else {
-            ds.write(self.obj, off, data)?;
-        }
+        // Write-behind: a flush follows most volume writes soon, and the blocks
+        // are then written by the connections' workers in parallel rather than
+        // by the one thread committing the log.
+        self.dataset().write_behind(self.obj, off, data, fua)?;
         Ok(())
     }
 

@@ -113,6 +113,58 @@ impl ObjectSet {
         bytes: &dyn Fn(u64, u64) -> Option<Arc<[u8]>>,
     ) -> Option<Vec<Record>> {
         let end = off + len;
+        let (bs, written) = self.prewrite_blocks(obj, off, len, txg)?;
+        let mut out = Vec::with_capacity(written.len() + 2);
+        let mut pos = off;
+        for (b, bp) in written {
+            let start = b * bs;
+            if start > pos {
+                out.push(Record::Write {
+                    obj,
+                    off: pos,
+                    data: bytes(pos, start)?,
+                });
+            }
+            out.push(Record::WriteRef {
+                obj,
+                off: start,
+                len: bs,
+                bp,
+            });
+            pos = start + bs;
+        }
+        if pos < end {
+            out.push(Record::Write {
+                obj,
+                off: pos,
+                data: bytes(pos, end)?,
+            });
+        }
+        Some(out)
+    }
+
+    /// Write-behind of a large write (a volume's): its full blocks are written
+    /// at their final place now, by the writer, instead of by the next log commit
+    /// or txg sync, which find them in the override table and only link them
+    /// (see `prewrite_blocks`). A block rewritten in the same txg is written
+    /// again and the earlier copy freed by the sync, as with any prewrite.
+    pub fn write_behind(&self, obj: u64, off: u64, len: u64, txg: u64) {
+        self.prewrite_blocks(obj, off, len, txg);
+    }
+
+    /// The full blocks of `[off, off + len)` that the open txg `txg` holds,
+    /// written at their final place and registered as overrides: `(block size,
+    /// [(block id, pointer)])` in block order, `None` if there is none or a write
+    /// failed. A block whose override already holds the very same record (a
+    /// write-behind, or an earlier commit) is not written again.
+    fn prewrite_blocks(
+        &self,
+        obj: u64,
+        off: u64,
+        len: u64,
+        txg: u64,
+    ) -> Option<(u64, Vec<(u64, BlkPtr)>)> {
+        let end = off + len;
         let props = self.props();
         type Blocks = Vec<(u64, Arc<[u8]>)>;
         let (bs, blocks): (u64, Blocks) = {
@@ -138,10 +190,27 @@ impl ObjectSet {
         if blocks.is_empty() {
             return None;
         }
-        let written = self.write_blocks(txg, &blocks, props.compression)?;
+        // Blocks already written from these very records in this txg.
+        let mut done: Vec<Option<BlkPtr>> = {
+            let o = self.overrides.lock();
+            blocks
+                .iter()
+                .map(|(b, r)| match o.map.get(&(obj, *b)) {
+                    Some((old, bp)) if Arc::ptr_eq(old, r) && bp.birth_txg == txg => Some(*bp),
+                    _ => None,
+                })
+                .collect()
+        };
+        let todo: Blocks = blocks
+            .iter()
+            .zip(&done)
+            .filter(|(_, d)| d.is_none())
+            .map(|(b, _)| b.clone())
+            .collect();
+        let written = self.write_blocks(txg, &todo, props.compression)?;
         {
             let mut o = self.overrides.lock();
-            for ((b, r), bp) in blocks.iter().zip(&written) {
+            for ((b, r), bp) in todo.iter().zip(&written) {
                 if txg > o.closed {
                     if let Some((_, old)) = o.map.insert((obj, *b), (r.clone(), *bp)) {
                         o.orphans.push(old);
@@ -151,33 +220,16 @@ impl ObjectSet {
                 }
             }
         }
-        let mut out = Vec::with_capacity(blocks.len() + 2);
-        let mut pos = off;
-        for ((b, _), bp) in blocks.iter().zip(written) {
-            let start = b * bs;
-            if start > pos {
-                out.push(Record::Write {
-                    obj,
-                    off: pos,
-                    data: bytes(pos, start)?,
-                });
-            }
-            out.push(Record::WriteRef {
-                obj,
-                off: start,
-                len: bs,
-                bp,
-            });
-            pos = start + bs;
+        let mut written = written.into_iter();
+        for d in done.iter_mut().filter(|d| d.is_none()) {
+            *d = written.next();
         }
-        if pos < end {
-            out.push(Record::Write {
-                obj,
-                off: pos,
-                data: bytes(pos, end)?,
-            });
-        }
-        Some(out)
+        let out = blocks
+            .iter()
+            .zip(done)
+            .map(|((b, _), bp)| Some((*b, bp?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some((bs, out))
     }
 
     /// Checksum, compress and write `blocks` (born in `txg`). On an error the
