@@ -1,7 +1,9 @@
 //! The read path: a read's records come from the in-memory layers or the tree;
-//! tree records of one read are fetched concurrently (`io::parallel_map`), and a
-//! read that continues a sequential stream prefetches the records ahead of it
-//! into the ARC in the background (`readahead`, `BlockCache::prefetch`).
+//! tree records of one read are fetched concurrently, and a read that continues a
+//! sequential stream prefetches the records ahead of it into the ARC in the
+//! background (`readahead`, `BlockCache::prefetch`). Both run on the pool's I/O
+//! executor (`cachalot_pool::executor`, through `Env::io`): threads in
+//! production, the simulator's own thread under the simulator.
 //!
 //! Invariants: records are copied in block order whatever order their reads end
 //! in; tree reads happen without the object set's lock, under a read hold taken
@@ -13,8 +15,8 @@
 use super::{corrupt, resized, LayerHit, ObjectSet, Result};
 use crate::cache::BlockCache;
 use crate::dnode::*;
-use crate::io;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
+use cachalot_pool::executor::IoExecutor;
 use cachalot_pool::{BlkPtr, SharedReadHold};
 use std::sync::Arc;
 
@@ -85,6 +87,7 @@ impl ObjectSet {
         // The pointers copied below are read without the lock, across commits:
         // hold their space from reuse until the read is done (pool `readhold`).
         let hold = self.cache.pool.hold_reads_shared();
+        let io = self.cache.pool.env().io.clone();
         let cache_data = self.props().cache_data;
         let (bs, size, phys, mut pieces, ahead) = {
             let mut inner = self.inner.lock();
@@ -104,7 +107,7 @@ impl ObjectSet {
             };
             let (first, last) = (offset / bs, end.div_ceil(bs));
             let pieces: Vec<(u64, LayerHit)> = (first..last).map(|b| (b, in_memory(b))).collect();
-            let ahead: Vec<u64> = if io::background_io() {
+            let ahead: Vec<u64> = if io.enabled() {
                 self.readahead
                     .lock()
                     .access(id, bs, first, last, size.div_ceil(bs))
@@ -115,7 +118,7 @@ impl ObjectSet {
             };
             (bs, end, Arc::new(st.phys.clone()), pieces, ahead)
         };
-        self.prefetch_records(&phys, ahead, cache_data, &hold);
+        self.prefetch_records(&*io, &phys, ahead, cache_data, &hold);
         // Tree reads happen without the lock (see the module invariants).
         let from_tree: Vec<u64> = pieces
             .iter()
@@ -124,7 +127,7 @@ impl ObjectSet {
             .collect();
         let mut fetched = {
             let (cache, phys, blkids) = (self.cache.clone(), phys.clone(), from_tree.clone());
-            io::parallel_map(from_tree.len(), move |i| {
+            io.map(from_tree.len(), move |i| {
                 tree_record(&cache, &phys, blkids[i], cache_data)
             })
         }
@@ -155,6 +158,7 @@ impl ObjectSet {
     /// queue is full the rest are dropped (the stream asks again further on).
     fn prefetch_records(
         &self,
+        io: &dyn IoExecutor,
         phys: &Arc<DnodePhys>,
         blkids: Vec<u64>,
         cache_data: bool,
@@ -162,12 +166,12 @@ impl ObjectSet {
     ) {
         for blkid in blkids {
             let (cache, phys, hold) = (self.cache.clone(), phys.clone(), hold.clone());
-            let queued = io::submit_prefetch(move || {
+            let queued = io.submit(Box::new(move || {
                 if let Ok((bp, _)) = walk(&cache, &phys, blkid, Want::Prefetch) {
                     cache.prefetch(&bp, cache_data);
                 }
                 drop(hold);
-            });
+            }));
             if !queued {
                 break;
             }
@@ -209,7 +213,7 @@ mod tests {
 
     /// An object of `RECORDS` records, committed, opened again with an empty ARC.
     fn cold_object(cache_data: bool) -> (ObjectSet, u64) {
-        crate::io::set_background_io(true);
+        cachalot_pool::executor::set_background_io(true);
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
         let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
         let warm = Arc::new(BlockCache::new(pool.clone(), 64 << 20));
@@ -345,7 +349,7 @@ mod tests {
     }
 
     fn cold_sequential(recordsize: u64) {
-        crate::io::set_background_io(true);
+        cachalot_pool::executor::set_background_io(true);
         use cachalot_pool::{Compression, FileDevice};
         const MIB: u64 = 1 << 20;
         const TOTAL: u64 = 128 * MIB;
