@@ -85,18 +85,23 @@ impl dyn IoExecutor {
 
 // ------------------------------------------------------------------ production
 
-/// Background I/O in production is off unless the environment says
-/// `CACHALOT_READAHEAD=1` (or a test or benchmark turns it on).
+/// Background I/O in production is on unless the environment says
+/// `CACHALOT_READAHEAD=0` (or a test or benchmark turns it off).
 static BACKGROUND: AtomicU8 = AtomicU8::new(UNSET);
 const UNSET: u8 = 0;
 const OFF: u8 = 1;
 const ON: u8 = 2;
 
+/// What the process environment asks for: on unless `CACHALOT_READAHEAD=0`.
+pub fn background_io_wanted() -> bool {
+    std::env::var("CACHALOT_READAHEAD").map_or(true, |v| v != "0")
+}
+
 /// True when the thread pool's background I/O is on (see `BACKGROUND`).
 pub fn background_io() -> bool {
     match BACKGROUND.load(Ordering::Relaxed) {
         UNSET => {
-            let on = std::env::var("CACHALOT_READAHEAD").is_ok_and(|v| v == "1");
+            let on = background_io_wanted();
             BACKGROUND.store(if on { ON } else { OFF }, Ordering::Relaxed);
             on
         }
@@ -251,6 +256,8 @@ impl ThreadPoolIo {
 /// among the first `THREADS`, as the thread pool would have started those.
 pub struct SimIo {
     state: Mutex<SimState>,
+    /// On unless turned off (to tell whether a seed's finding needs read-ahead).
+    on: std::sync::atomic::AtomicBool,
 }
 
 struct SimState {
@@ -287,6 +294,7 @@ impl SimIo {
                 rng: seed ^ 0xbb67_ae85_84ca_a73b,
                 ran: 0,
             }),
+            on: true.into(),
         }
     }
 
@@ -336,6 +344,12 @@ impl SimIo {
         self.state.lock().queue.len()
     }
 
+    /// Turn background I/O off (reads one record after another, nothing queued)
+    /// or back on.
+    pub fn set_enabled(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+    }
+
     /// Jobs run so far.
     pub fn ran(&self) -> u64 {
         self.state.lock().ran
@@ -344,10 +358,13 @@ impl SimIo {
 
 impl IoExecutor for SimIo {
     fn enabled(&self) -> bool {
-        true
+        self.on.load(Ordering::Relaxed)
     }
 
     fn submit(&self, job: IoJob) -> bool {
+        if !self.enabled() {
+            return false;
+        }
         {
             let mut s = self.state.lock();
             if s.queue.len() >= PREFETCH_QUEUE_MAX {

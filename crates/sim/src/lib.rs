@@ -278,6 +278,9 @@ struct Sim {
 impl Sim {
     fn new(seed: u64) -> R<Sim> {
         let (env, clock, io) = Env::simulated(seed, 1_800_000_000 * 1_000_000_000);
+        // `CACHALOT_READAHEAD=0`: without background reads, as in production
+        // with the same setting (to tell whether a finding needs them).
+        io.set_enabled(cachalot_pool::executor::background_io_wanted());
         let _g = env.enter();
         let power = Power::new();
         let devs: Vec<SimDevice> = (0..2)
