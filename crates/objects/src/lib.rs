@@ -4,7 +4,6 @@
 
 pub mod cache;
 pub mod dnode;
-pub mod io;
 pub mod l2arc;
 pub mod objset;
 pub mod readahead;

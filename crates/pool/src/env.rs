@@ -1,10 +1,12 @@
 //! The engine's environment: its clock, its random source (every guid comes from
-//! it) and who triggers transaction group commits. Production uses the real ones
-//! (`Env::real`): the wall clock, guids hashed from time, pid and a counter, and a
-//! sync thread per store. A test or the simulator passes its own: a clock it
-//! advances, a seeded generator, and `TxgTrigger::Manual`, under which no thread
-//! is started and a commit happens only inside a call the test makes, so a whole
-//! run is one thread, step by step, and replays exactly from its seed.
+//! it), who triggers transaction group commits and who runs background reads.
+//! Production uses the real ones (`Env::real`): the wall clock, guids hashed from
+//! time, pid and a counter, a sync thread per store, and the shared pool of I/O
+//! threads. A test or the simulator passes its own: a clock it advances, a seeded
+//! generator, `TxgTrigger::Manual`, under which no thread is started and a commit
+//! happens only inside a call the test makes, and `SimIo`, which runs read-ahead
+//! on the caller's thread at seeded points, so a whole run is one thread, step by
+//! step, and replays exactly from its seed.
 //!
 //! How it is passed: a pool takes the environment current in the thread that
 //! creates or imports it (`Env::current`: the one set by `Env::enter`, else the
@@ -15,6 +17,7 @@
 //! Invariants: a guid is never 0; a pool's environment never changes after it is
 //! assembled.
 
+use crate::executor::{IoExecutor, SimIo, ThreadPoolIo};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,12 +46,14 @@ pub enum TxgTrigger {
     Manual,
 }
 
-/// The environment a pool runs in. Cheap to clone (two `Arc`s).
+/// The environment a pool runs in. Cheap to clone (three `Arc`s).
 #[derive(Clone)]
 pub struct Env {
     pub clock: Arc<dyn Clock>,
     pub entropy: Arc<dyn Entropy>,
     pub txg: TxgTrigger,
+    /// Runs concurrent record reads and read-ahead (`executor`).
+    pub io: Arc<dyn IoExecutor>,
 }
 
 impl std::fmt::Debug for Env {
@@ -87,20 +92,25 @@ impl Env {
             clock: Arc::new(RealClock),
             entropy: Arc::new(RealEntropy::default()),
             txg: TxgTrigger::Thread,
+            io: Arc::new(ThreadPoolIo),
         })
         .clone()
     }
 
     /// A deterministic environment: a simulated clock starting at `start_ns`, a
-    /// generator seeded with `seed`, manual commits.
-    pub fn simulated(seed: u64, start_ns: u64) -> (Env, Arc<SimClock>) {
+    /// generator seeded with `seed`, manual commits, and background reads run by
+    /// a `SimIo` seeded with `seed`. The clock and the executor are returned for
+    /// the caller to drive.
+    pub fn simulated(seed: u64, start_ns: u64) -> (Env, Arc<SimClock>, Arc<SimIo>) {
         let clock = Arc::new(SimClock::new(start_ns));
+        let io = Arc::new(SimIo::new(seed));
         let env = Env {
             clock: clock.clone(),
             entropy: Arc::new(SeededEntropy::new(seed)),
             txg: TxgTrigger::Manual,
+            io: io.clone(),
         };
-        (env, clock)
+        (env, clock, io)
     }
 
     /// The environment pools created or imported by this thread take.
@@ -214,7 +224,7 @@ mod tests {
 
     #[test]
     fn entered_env_is_current_and_restored() {
-        let (env, clock) = Env::simulated(7, 1_000_000_000_000);
+        let (env, clock, _) = Env::simulated(7, 1_000_000_000_000);
         assert!(!Env::current().manual_txg());
         {
             let _g = env.enter();
@@ -227,7 +237,7 @@ mod tests {
         assert!(!Env::current().manual_txg());
         // Same seed, same guids.
         let a: Vec<u64> = (0..4).map(|_| env.guid()).collect();
-        let (env2, _) = Env::simulated(7, 0);
+        let (env2, _, _) = Env::simulated(7, 0);
         let b: Vec<u64> = (0..4).map(|_| env2.guid()).collect();
         assert_eq!(a, b);
         assert!(a.iter().all(|g| *g != 0));

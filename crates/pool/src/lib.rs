@@ -19,6 +19,7 @@ pub mod device;
 mod devices;
 pub mod env;
 pub mod error;
+pub mod executor;
 pub mod fault;
 mod import;
 pub mod label;

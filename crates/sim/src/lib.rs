@@ -1,8 +1,9 @@
 //! A deterministic simulator of the storage engine, in the spirit of
 //! TigerBeetle's VOPR: one thread drives a whole store (pool, datasets, intent
 //! log, snapshots, send and receive) step by step on simulated devices, with a
-//! simulated clock and seeded guids (`cachalot_pool::Env::simulated`), and checks
-//! every result against a simple in-memory model. A run is a function of its seed:
+//! simulated clock, seeded guids and background reads (read-ahead, concurrent
+//! record reads) run on its own thread at seeded points (`cachalot_pool::Env::simulated`,
+//! `SimIo`), and checks every result against a simple in-memory model. A run is a function of its seed:
 //! on a failure the seed and step count replay it exactly.
 //!
 //! Each step is one operation drawn from the seed: object writes, truncates,
@@ -26,6 +27,7 @@
 
 use cachalot_datasets::{DatasetKind, Store, StoreOpts};
 use cachalot_pool::env::SimClock;
+use cachalot_pool::executor::SimIo;
 use cachalot_pool::fault::{Fault, FaultKind, FaultOps};
 use cachalot_pool::{BlockDevice, Env, Power, SimDevice};
 use std::collections::{BTreeMap, BTreeSet};
@@ -178,6 +180,8 @@ pub struct Stats {
     pub corruptions: u64,
     pub scrubs: u64,
     pub full_checks: u64,
+    /// Background reads (read-ahead jobs) the executor ran.
+    pub background_reads: u64,
     /// BLAKE3 of the devices at the end: equal for equal seeds.
     pub fingerprint: String,
 }
@@ -248,6 +252,8 @@ struct Sim {
     rng: Rng,
     env: Env,
     clock: Arc<SimClock>,
+    /// Runs the engine's background reads (read-ahead) on this thread.
+    io: Arc<SimIo>,
     devs: Vec<SimDevice>,
     store: Arc<Store>,
     model: Model,
@@ -271,7 +277,10 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> R<Sim> {
-        let (env, clock) = Env::simulated(seed, 1_800_000_000 * 1_000_000_000);
+        let (env, clock, io) = Env::simulated(seed, 1_800_000_000 * 1_000_000_000);
+        // `CACHALOT_READAHEAD=0`: without background reads, as in production
+        // with the same setting (to tell whether a finding needs them).
+        io.set_enabled(cachalot_pool::executor::background_io_wanted());
         let _g = env.enter();
         let power = Power::new();
         let devs: Vec<SimDevice> = (0..2)
@@ -299,6 +308,7 @@ impl Sim {
             rng: Rng::new(seed),
             env,
             clock,
+            io,
             devs,
             store,
             durable: model.clone(),
@@ -323,6 +333,8 @@ impl Sim {
             self.step = step;
             self.clock
                 .advance(Duration::from_millis(self.rng.below(300)));
+            // Background reads queued so far may run before this step.
+            self.io.step();
             let r = self.one_op();
             if self.devs[0].is_cut() {
                 self.recover()?;
@@ -361,6 +373,7 @@ impl Sim {
             .map_err(err("final verify_blocks"))?;
         self.scrub()?;
         self.stats.steps = steps;
+        self.stats.background_reads = self.io.ran();
         let mut h = blake3::Hasher::new();
         for d in &self.devs {
             h.update(&d.crash_image(|| true));
@@ -928,6 +941,8 @@ impl Sim {
     fn recover(&mut self) -> R<()> {
         self.stats.power_cuts += 1;
         self.cut_armed = 0;
+        // The process died: its queued background reads with it.
+        self.io.discard();
         let power = Power::new();
         let mut devs = Vec::new();
         for (i, d) in self.devs.iter().enumerate() {
@@ -1110,12 +1125,21 @@ fn shape(o: &Objs) -> String {
     format!("{{{}}} {}", v.join(","), &h.finalize().to_hex()[..8])
 }
 
-/// Every object of a dataset with its whole content.
+/// Bytes per read when `contents` reads an object: not a multiple of either
+/// record size, so the reads of one object form a sequential stream that
+/// read-ahead follows, with reads inside, across and ending mid-record.
+const CONTENTS_CHUNK: u64 = 24 << 10;
+
+/// Every object of a dataset with its whole content, read front to back.
 fn contents(ds: &cachalot_datasets::Dataset) -> cachalot_datasets::Result<Objs> {
     let mut m = Objs::new();
     for id in ds.list_objects()? {
         let size = ds.object_size(id)?;
-        m.insert(id, ds.read(id, 0, size as usize)?);
+        let mut data = Vec::with_capacity(size as usize);
+        for off in (0..size).step_by(CONTENTS_CHUNK as usize) {
+            data.extend(ds.read(id, off, CONTENTS_CHUNK as usize)?);
+        }
+        m.insert(id, data);
     }
     Ok(m)
 }

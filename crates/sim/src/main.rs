@@ -48,7 +48,7 @@ fn main() {
             Ok(s) => {
                 steps += s.steps;
                 println!(
-                    "seed {seed}: ok, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks) fingerprint {}",
+                    "seed {seed}: ok, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks, {} background reads) fingerprint {}",
                     s.steps,
                     t.elapsed().as_secs_f64(),
                     s.writes,
@@ -66,6 +66,7 @@ fn main() {
                     s.corruptions,
                     s.scrubs,
                     s.full_checks,
+                    s.background_reads,
                     s.fingerprint
                 );
             }

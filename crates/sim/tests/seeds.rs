@@ -21,12 +21,15 @@ fn simulator_seeds_pass() {
 }
 
 /// A run is a function of its seed: the same seed leaves the same bytes on the
-/// devices (guids, times and commit points included).
+/// devices (guids, times and commit points included), with read-ahead running
+/// in the background (on the simulator's thread, `SimIo`).
 #[test]
 fn same_seed_same_bytes() {
     let a = cachalot_sim::run(2, 200).unwrap();
     let b = cachalot_sim::run(2, 200).unwrap();
+    assert!(a.background_reads > 0, "read-ahead ran: {a:?}");
     assert_eq!(a.fingerprint, b.fingerprint);
+    assert_eq!(a.background_reads, b.background_reads);
     let c = cachalot_sim::run(3, 200).unwrap();
     assert_ne!(a.fingerprint, c.fingerprint);
 }

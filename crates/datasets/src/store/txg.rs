@@ -323,6 +323,9 @@ impl Store {
         // MOS blocks are never in a snapshot: free them directly.
         let pool = &self.pool;
         let mos_root = self.mos.sync(txg, &mut |bp: &BlkPtr| pool.free_block(bp))?;
+        // Read-ahead may run between the block writes and the uberblock
+        // (`IoExecutor::yield_point`; only the simulator acts on it).
+        self.pool.env().io.yield_point();
         let r = self.pool.commit(txg, mos_root);
         let mut t = self.txg.lock();
         match r {
@@ -349,6 +352,7 @@ impl Store {
         }
         self.txg_cv.notify_all();
         drop(t);
+        self.pool.env().io.yield_point();
         Ok(txg)
     }
 

@@ -1,7 +1,9 @@
 //! The read path: a read's records come from the in-memory layers or the tree;
-//! tree records of one read are fetched concurrently (`io::parallel_map`), and a
-//! read that continues a sequential stream prefetches the records ahead of it
-//! into the ARC in the background (`readahead`, `BlockCache::prefetch`).
+//! tree records of one read are fetched concurrently, and a read that continues a
+//! sequential stream prefetches the records ahead of it into the ARC in the
+//! background (`readahead`, `BlockCache::prefetch`). Both run on the pool's I/O
+//! executor (`cachalot_pool::executor`, through `Env::io`): threads in
+//! production, the simulator's own thread under the simulator.
 //!
 //! Invariants: records are copied in block order whatever order their reads end
 //! in; tree reads happen without the object set's lock, under a read hold taken
@@ -13,8 +15,8 @@
 use super::{corrupt, resized, LayerHit, ObjectSet, Result};
 use crate::cache::{BlockCache, CachePolicy};
 use crate::dnode::*;
-use crate::io;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
+use cachalot_pool::executor::IoExecutor;
 use cachalot_pool::{BlkPtr, SharedReadHold};
 use std::sync::Arc;
 
@@ -86,6 +88,7 @@ impl ObjectSet {
         // The pointers copied below are read without the lock, across commits:
         // hold their space from reuse until the read is done (pool `readhold`).
         let hold = self.cache.pool.hold_reads_shared();
+        let io = self.cache.pool.env().io.clone();
         let policy = self.props().cache;
         let (bs, size, phys, mut pieces, ahead) = {
             let mut inner = self.inner.lock();
@@ -105,7 +108,7 @@ impl ObjectSet {
             };
             let (first, last) = (offset / bs, end.div_ceil(bs));
             let pieces: Vec<(u64, LayerHit)> = (first..last).map(|b| (b, in_memory(b))).collect();
-            let ahead: Vec<u64> = if io::background_io() {
+            let ahead: Vec<u64> = if io.enabled() {
                 self.readahead
                     .lock()
                     .access(id, bs, first, last, size.div_ceil(bs))
@@ -116,7 +119,7 @@ impl ObjectSet {
             };
             (bs, end, Arc::new(st.phys.clone()), pieces, ahead)
         };
-        self.prefetch_records(&phys, ahead, policy, &hold);
+        self.prefetch_records(&*io, &phys, ahead, policy, &hold);
         // Tree reads happen without the lock (see the module invariants).
         let from_tree: Vec<u64> = pieces
             .iter()
@@ -125,7 +128,7 @@ impl ObjectSet {
             .collect();
         let mut fetched = {
             let (cache, phys, blkids) = (self.cache.clone(), phys.clone(), from_tree.clone());
-            io::parallel_map(from_tree.len(), move |i| {
+            io.map(from_tree.len(), move |i| {
                 tree_record(&cache, &phys, blkids[i], policy)
             })
         }
@@ -156,6 +159,7 @@ impl ObjectSet {
     /// queue is full the rest are dropped (the stream asks again further on).
     fn prefetch_records(
         &self,
+        io: &dyn IoExecutor,
         phys: &Arc<DnodePhys>,
         blkids: Vec<u64>,
         policy: CachePolicy,
@@ -163,12 +167,12 @@ impl ObjectSet {
     ) {
         for blkid in blkids {
             let (cache, phys, hold) = (self.cache.clone(), phys.clone(), hold.clone());
-            let queued = io::submit_prefetch(move || {
+            let queued = io.submit(Box::new(move || {
                 if let Ok((bp, _)) = walk(&cache, &phys, blkid, Want::Prefetch, policy) {
                     cache.prefetch(&bp, policy);
                 }
                 drop(hold);
-            });
+            }));
             if !queued {
                 break;
             }
@@ -214,7 +218,7 @@ mod tests {
 
     /// An object of `RECORDS` records, committed, opened again with an empty ARC.
     fn cold_object(arc_data: bool) -> (ObjectSet, u64) {
-        crate::io::set_background_io(true);
+        cachalot_pool::executor::set_background_io(true);
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
         let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
         let warm = Arc::new(BlockCache::new(pool.clone(), 64 << 20));
@@ -249,8 +253,15 @@ mod tests {
         os.read(id, r * BS, BS as usize).unwrap()
     }
 
+    /// Each record of a sequential reader is prefetched before the reader asks
+    /// for it, and served from the ARC. The test waits for each record to arrive
+    /// before reading it, as a reader slower than the device would: a reader at
+    /// memory speed (this one reads a record in microseconds) can outrun the I/O
+    /// threads whenever they are not scheduled, and then reads the record
+    /// itself. That race made this test flaky when it counted misses right after
+    /// reading on: under load (the fuzzers, other tests) 8 runs of 30 failed with
+    /// up to 56 of 59 records read by demand before their prefetch job ran.
     #[test]
-    #[ignore = "flaky beside other tests: failed 2 of 11 runs (at ~0.13 s, so not the 10 s wait) with the fuzzers running; cause not found yet, read-ahead is off by default (io::background_io)"]
     fn sequential_reads_prefetch_the_next_records() {
         let (os, id) = cold_object(true);
         for r in 0..4 {
@@ -267,15 +278,19 @@ mod tests {
         let after = os.cache().arc.stats();
         assert_eq!(after.hit(Kind::DATA), before.hit(Kind::DATA) + 1);
         assert_eq!(after.miss(Kind::DATA), before.miss(Kind::DATA));
-        // Reading on keeps the stream ahead, to the end of the object.
+        // Reading on keeps the stream ahead, to the end of the object: every
+        // record was queued by an earlier read, and none is read on demand.
         for r in 5..RECORDS {
+            eventually(&format!("record {r} prefetched"), || cached(&os, id, r));
             assert_eq!(read_record(&os, id, r), record(r));
         }
         let end = os.cache().arc.stats();
-        assert!(
-            end.miss(Kind::DATA) <= before.miss(Kind::DATA) + 4,
-            "most of the stream was served by read-ahead: {end:?}"
+        assert_eq!(
+            end.miss(Kind::DATA),
+            before.miss(Kind::DATA),
+            "the whole stream was served by read-ahead: {end:?}"
         );
+        assert_eq!(end.hit(Kind::DATA), before.hit(Kind::DATA) + RECORDS - 4);
     }
 
     #[test]
@@ -350,7 +365,7 @@ mod tests {
     }
 
     fn cold_sequential(recordsize: u64) {
-        crate::io::set_background_io(true);
+        cachalot_pool::executor::set_background_io(true);
         use cachalot_pool::{Compression, FileDevice};
         const MIB: u64 = 1 << 20;
         const TOTAL: u64 = 128 * MIB;
