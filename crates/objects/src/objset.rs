@@ -841,18 +841,28 @@ impl ObjectSet {
             let a = (pos - rstart) as usize;
             let b = ((end - rstart).min(bs)) as usize;
             let src = &data[(pos - offset) as usize..(pos - offset) as usize + (b - a)];
-            let rec: Arc<[u8]> = if a == 0 && b == bs as usize {
-                src.into()
-            } else {
-                let mut v = match self.get_record(st, blkid, props.cache_data)? {
-                    Some(r) => r.to_vec(),
-                    None => vec![0; bs as usize],
-                };
-                v[a..b].copy_from_slice(src);
-                v.into()
-            };
-            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
             pos = rstart + b as u64;
+            if a == 0 && b == bs as usize {
+                Self::put_record(&mut inner.dirty_bytes, st, blkid, src.into());
+                continue;
+            }
+            // A partial write into an open record nothing else holds (no reader,
+            // syncing layer, log commit or early write has a clone, which
+            // `Arc::get_mut` guarantees) changes it in place: nobody can tell
+            // from putting a new record, and a 16 KiB write into a 128 KiB
+            // record then copies 16 KiB instead of the record twice.
+            let own = st.open.records.get_mut(&blkid).and_then(Arc::get_mut);
+            if let Some(r) = own.filter(|r| r.len() == bs as usize) {
+                r[a..b].copy_from_slice(src);
+                st.dirty = true;
+                continue;
+            }
+            let mut rec: Arc<[u8]> = match self.get_record(st, blkid, props.cache_data)? {
+                Some(r) => Arc::from(&r[..]),
+                None => std::iter::repeat_n(0, bs as usize).collect(),
+            };
+            Arc::get_mut(&mut rec).expect("a new record is unique")[a..b].copy_from_slice(src);
+            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
         }
         st.size = st.size.max(end);
         Ok(())

@@ -320,10 +320,15 @@ mod tests {
         }
     }
 
-    /// One random change to one of `objs`; says what it did.
-    fn change(os: &ObjectSet, objs: &mut [u64], rng: &mut Rng) -> String {
+    /// An object and the bytes it must read.
+    type Obj = (u64, Vec<u8>);
+
+    /// One random change to one of `objs`, applied to its model too; says what
+    /// it did.
+    fn change(os: &ObjectSet, objs: &mut [Obj], rng: &mut Rng) -> String {
         let slot = rng.below(objs.len() as u64) as usize;
-        let id = objs[slot];
+        let (id, model) = &mut objs[slot];
+        let id = *id;
         let at = |rng: &mut Rng| match rng.below(2) {
             0 => rng.below(SPAN) * REC,
             _ => rng.below(SPAN * REC),
@@ -331,23 +336,32 @@ mod tests {
         match rng.below(100) {
             0..55 => {
                 let (off, len) = (at(rng), 1 + rng.below(3 * REC) as usize);
-                os.write(id, off, &bytes(rng, len)).unwrap();
+                let data = bytes(rng, len);
+                os.write(id, off, &data).unwrap();
+                let off = off as usize;
+                model.resize(model.len().max(off + len), 0);
+                model[off..off + len].copy_from_slice(&data);
                 format!("write {id} {off}+{len}")
             }
             55..75 => {
                 let size = at(rng);
                 os.truncate(id, size).unwrap();
+                model.resize(size as usize, 0);
                 format!("truncate {id} to {size}")
             }
             75..92 => {
                 let (off, len) = (at(rng), rng.below(8 * REC));
                 os.punch(id, off, len).unwrap();
+                let end = ((off + len) as usize).min(model.len());
+                if let Some(r) = model.get_mut(off as usize..end) {
+                    r.fill(0);
+                }
                 format!("punch {id} {off}+{len}")
             }
             92..96 => {
                 os.delete_object(id).unwrap();
-                objs[slot] = os.create_object(19).unwrap();
-                format!("delete {id}, create {}", objs[slot])
+                objs[slot] = (os.create_object(19).unwrap(), Vec::new());
+                format!("delete {id}, create {}", objs[slot].0)
             }
             _ => {
                 let mut p = os.props();
@@ -361,15 +375,22 @@ mod tests {
         }
     }
 
-    /// The kept figure equals the walk's, on the first call (which looks up the
-    /// blocks dirtied since) and on the next (the O(1) path).
-    fn check(os: &ObjectSet, objs: &[u64], what: &str) {
-        for &id in objs {
-            let kept = os.allocated_bytes(id).unwrap();
-            let walked = os.allocated_bytes_by_walk(id).unwrap();
+    /// Each object reads as its model, and its kept allocated bytes equal the
+    /// walk's, on the first call (which looks up the blocks dirtied since) and
+    /// on the next (the O(1) path).
+    fn check(os: &ObjectSet, objs: &[Obj], what: &str) {
+        for (id, model) in objs {
+            assert_eq!(os.info(*id).unwrap().size, model.len() as u64, "{what}");
+            let data = os.read(*id, 0, model.len()).unwrap();
+            assert!(
+                data == *model,
+                "after {what}: object {id} reads other bytes"
+            );
+            let kept = os.allocated_bytes(*id).unwrap();
+            let walked = os.allocated_bytes_by_walk(*id).unwrap();
             assert_eq!(kept, walked, "after {what}: object {id}");
             assert_eq!(
-                os.allocated_bytes(id).unwrap(),
+                os.allocated_bytes(*id).unwrap(),
                 walked,
                 "again after {what}"
             );
@@ -380,13 +401,15 @@ mod tests {
     /// (as a clone or rollback does), so a head may start from a synced tree.
     struct Head {
         os: ObjectSet,
-        objs: Vec<u64>,
+        objs: Vec<Obj>,
     }
 
-    /// Random writes, truncations, punches, deletions and compression changes on
-    /// several objects, with syncs (and changes made while a sync runs, from its
-    /// free callback, so over a syncing layer) and snapshots opened as heads:
-    /// after every step each object's kept allocated bytes equal the walk's.
+    /// Random writes (whole and partial records, the latter changed in place
+    /// when nothing else holds them), truncations, punches, deletions and
+    /// compression changes on several objects, with syncs (and changes made
+    /// while a sync runs, from its free callback, so over a syncing layer) and
+    /// snapshots opened as heads: after every step each object reads as its
+    /// model and its kept allocated bytes equal the walk's.
     #[test]
     fn kept_allocated_bytes_equal_the_walk_after_every_step() {
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 512 << 20));
@@ -399,7 +422,9 @@ mod tests {
         let mut rng = Rng(0x5eed_0fa1_10c0);
         let mut txg = 1;
         let os = ObjectSet::create(cache.clone(), props, txg);
-        let objs = (0..3).map(|_| os.create_object(19).unwrap()).collect();
+        let objs = (0..3)
+            .map(|_| (os.create_object(19).unwrap(), Vec::new()))
+            .collect();
         let mut heads = vec![Head { os, objs }];
         let mut syncs_with_changes = 0;
         for step in 0..4000 {
@@ -410,26 +435,28 @@ mod tests {
                     let what = change(os, objs, &mut rng);
                     check(os, objs, &format!("step {step}: {what}"));
                 }
-                88..98 => {
+                r => {
+                    // What the synced tree must hold: the objects as frozen,
+                    // whatever changes during the sync.
+                    let frozen = objs.clone();
                     txg += 1;
                     let mut during = 0;
-                    os.sync(txg, &mut |_| {
-                        if during < 4 && rng.below(3) == 0 {
-                            during += 1;
-                            let what = change(os, objs, &mut rng);
-                            check(os, objs, &format!("step {step}: during sync: {what}"));
-                        }
-                    })
-                    .unwrap();
+                    let root = os
+                        .sync(txg, &mut |_| {
+                            if during < 4 && rng.below(3) == 0 {
+                                during += 1;
+                                let what = change(os, objs, &mut rng);
+                                check(os, objs, &format!("step {step}: during sync: {what}"));
+                            }
+                        })
+                        .unwrap();
                     syncs_with_changes += (during > 0) as u32;
                     check(os, objs, &format!("step {step}: sync"));
-                }
-                _ => {
-                    txg += 1;
-                    let root = os.sync(txg, &mut |_| {}).unwrap();
-                    let (props, objs) = (os.props(), objs.clone());
-                    let snap = ObjectSet::open_fresh_log(cache.clone(), props, &root, txg + 1);
-                    let os = snap.unwrap();
+                    if r < 97 {
+                        continue;
+                    }
+                    let snap = ObjectSet::open_fresh_log(cache.clone(), os.props(), &root, txg + 1);
+                    let (os, objs) = (snap.unwrap(), frozen);
                     check(&os, &objs, &format!("step {step}: snapshot opened"));
                     if heads.len() < 4 {
                         heads.push(Head { os, objs });
