@@ -450,8 +450,9 @@ fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
 
 /// A block written by reference at an fsync is linked by its txg's sync (not
 /// written twice) when the txg still holds the bytes it was written from; a
-/// rewrite of the same block in the same txg after the fsync wins, also after an
-/// export and import.
+/// rewrite of the same block in the same txg after the fsync wins, whole or
+/// partial (which must not change the record the early write was made from in
+/// place), also after an export and import.
 #[test]
 fn write_by_reference_is_linked_or_superseded() {
     const BS: usize = 128 * 1024;
@@ -484,11 +485,23 @@ fn write_by_reference_is_linked_or_superseded() {
         ds.read(obj, 0, 2 * BS).unwrap(),
         [a.clone(), b.clone()].concat()
     );
+    // Superseded by a partial rewrite: the log's early write holds the record,
+    // so the rewrite must not change that record in place.
+    ds.write(obj, 2 * BS as u64, &a).unwrap();
+    ds.fsync().unwrap();
+    ds.write(obj, 2 * BS as u64, &b[..16 << 10]).unwrap();
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), 1, "{refs:?}");
+    store.sync().unwrap();
+    assert_ne!(ds.objset().block_pointer(obj, 2).unwrap(), refs[0]);
+    let third = [&b[..16 << 10], &a[16 << 10..]].concat();
+    let all = [a.clone(), b.clone(), third].concat();
+    assert!(ds.read(obj, 0, 3 * BS).unwrap() == all);
     drop(ds);
     store.export().unwrap();
     let store = Store::import_devices(as_dyn(&data), manual_opts()).unwrap();
     let ds = store.dataset("tank").unwrap();
-    assert_eq!(ds.read(obj, 0, 2 * BS).unwrap(), [a, b].concat());
+    assert!(ds.read(obj, 0, 3 * BS).unwrap() == all);
 }
 
 /// A write-behind's blocks are written by the writer: the fsync after it logs

@@ -23,6 +23,7 @@ use crate::dnode::*;
 use crate::readahead::ReadAhead;
 use crate::zil::{Record, Zil, ZilHeader};
 
+mod alloc;
 mod prewrite;
 mod read;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
@@ -124,58 +125,8 @@ struct ObjState {
     dirty: bool,
     deleted: bool,
     syncing_deleted: bool,
-    /// Allocated size under `phys` of blocks that are dirty in memory, looked up
-    /// once per block for `allocated_bytes` (which every getattr calls: without
-    /// this memo an NFS WRITE reply walked the block tree once per dirty record).
-    /// Valid only for this `phys`: cleared whenever `phys` is replaced.
-    committed_asize: HashMap<u64, u64>,
-}
-
-/// The dirty blocks of an object as `allocated_bytes` counts them: the open
-/// layer over the syncing one, where syncing records at or past the open layer's
-/// truncation are gone, and `free_from` the lowest pending truncation.
-struct DirtyView<'a> {
-    open: &'a Layer,
-    syncing: Option<&'a Layer>,
-    open_ff: u64,
-    free_from: u64,
-}
-
-impl<'a> DirtyView<'a> {
-    fn of(st: &'a ObjState) -> Self {
-        let open_ff = st.open.free_from.unwrap_or(u64::MAX);
-        let syncing = st.syncing.as_deref();
-        let sync_ff = syncing.and_then(|sy| sy.free_from).unwrap_or(u64::MAX);
-        DirtyView {
-            open: &st.open,
-            syncing,
-            open_ff,
-            free_from: open_ff.min(sync_ff),
-        }
-    }
-
-    /// Each dirty block once, in no particular order.
-    fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        let open = self.open;
-        let from_syncing = self
-            .syncing
-            .into_iter()
-            .flat_map(|sy| sy.records.range(..self.open_ff))
-            .map(|(b, _)| *b)
-            .filter(move |b| !open.records.contains_key(b));
-        open.records.keys().copied().chain(from_syncing)
-    }
-
-    /// The newest in-memory length of block `b`, None if it is not dirty.
-    fn newest_len(&self, b: u64) -> Option<u64> {
-        if let Some(r) = self.open.records.get(&b) {
-            return Some(r.len() as u64);
-        }
-        self.syncing
-            .filter(|_| b < self.open_ff)
-            .and_then(|sy| sy.records.get(&b))
-            .map(|r| r.len() as u64)
-    }
+    /// The correction `allocated_bytes` applies to `phys.used` (see `alloc`).
+    alloc: alloc::AllocDelta,
 }
 
 impl ObjState {
@@ -192,7 +143,7 @@ impl ObjState {
             dirty: false,
             deleted: false,
             syncing_deleted: false,
-            committed_asize: HashMap::new(),
+            alloc: alloc::AllocDelta::default(),
         }
     }
     fn info(&self, id: u64) -> ObjectInfo {
@@ -615,11 +566,7 @@ impl ObjectSet {
     pub fn delete_object(&self, id: u64) -> Result<()> {
         let mut inner = self.inner.lock();
         let st = self.load(&mut inner, id)?;
-        let dropped: u64 = st.open.records.values().map(|r| r.len() as u64).sum();
-        st.open = Layer {
-            records: BTreeMap::new(),
-            free_from: Some(0),
-        };
+        let dropped = st.drop_records();
         st.deleted = true;
         st.dirty = true;
         st.size = 0;
@@ -776,78 +723,6 @@ impl ObjectSet {
         Ok(runs)
     }
 
-    /// Bytes allocated for object `id` as it reads now (st_blocks): the synced
-    /// tree's allocation (`used`: every copy, after compression, indirect blocks
-    /// included, as zfs counts it) corrected for what is not synced yet: a dirty
-    /// record replaces the tree's block at its place and counts its logical size
-    /// (it is compressed only when synced), a dirty hole counts nothing, and a
-    /// pending truncation drops the tree's blocks past it. Exact after a sync; an
-    /// estimate between syncs, as in zfs. Work is bounded by the dirty records and
-    /// by the tree's data blocks past a pending truncation.
-    pub fn allocated_bytes(&self, id: u64) -> Result<u64> {
-        // The tree walks happen without the lock: the committed size of dirty
-        // blocks that the memo does not know yet, and of the committed blocks a
-        // pending truncation frees. Then count under the lock; if a sync replaced
-        // `phys` or the truncation moved meanwhile, what changed is walked under it.
-        let (phys, free_from, missing) = {
-            let mut inner = self.inner.lock();
-            let st = self.load(&mut inner, id)?;
-            let view = DirtyView::of(st);
-            let missing: Vec<u64> = view
-                .blocks()
-                .filter(|b| *b < view.free_from && !st.committed_asize.contains_key(b))
-                .collect();
-            (st.phys.clone(), view.free_from, missing)
-        };
-        let mut found = Vec::with_capacity(missing.len());
-        for b in missing {
-            found.push((b, self.lookup(&phys, b)?.asize_total()));
-        }
-        let truncated = self.asize_from(&phys, free_from)?;
-        let mut inner = self.inner.lock();
-        let st = self.load(&mut inner, id)?;
-        let same_phys = st.phys == phys;
-        if same_phys {
-            st.committed_asize.extend(found);
-        }
-        let view = DirtyView::of(st);
-        let mut used = st.phys.used as i128;
-        for b in view.blocks() {
-            if b < view.free_from {
-                let old = match st.committed_asize.get(&b) {
-                    Some(a) => *a,
-                    None => self.lookup(&st.phys, b)?.asize_total(),
-                };
-                used -= old as i128;
-            }
-            let len = view.newest_len(b).unwrap_or(0);
-            used += len.next_multiple_of(MIN_BLOCK as u64) as i128;
-        }
-        // Every committed block at or past a pending truncation is freed by it,
-        // whether or not a newer record was written there since.
-        let freed_by_truncation = if same_phys && view.free_from == free_from {
-            truncated
-        } else {
-            self.asize_from(&st.phys, view.free_from)?
-        };
-        used -= freed_by_truncation as i128;
-        Ok(used.max(0) as u64)
-    }
-
-    /// Allocated size of the committed data blocks of `phys` from block `from` on
-    /// (holes skipped a subtree at a time).
-    fn asize_from(&self, phys: &DnodePhys, from: u64) -> Result<u64> {
-        let cap = phys.capacity();
-        let mut total = 0u64;
-        let mut b = from;
-        while b < cap && !phys.root.is_hole() {
-            let (bp, run) = self.lookup_run(phys, b)?;
-            total += bp.asize_total();
-            b = b.saturating_add(run.max(1));
-        }
-        Ok(total)
-    }
-
     /// Create an object of type `otype` whose records are `blksz` bytes from the
     /// start (a volume: its volblocksize), instead of growing from the minimum.
     pub fn create_object_sized(&self, otype: u8, blksz: u32) -> Result<u64> {
@@ -902,12 +777,7 @@ impl ObjectSet {
         }
         let st = inner.objects.get_mut(&id).unwrap();
         if st.blksz != blksz {
-            let dropped: u64 = st.open.records.values().map(|r| r.len() as u64).sum();
-            st.open = Layer {
-                records: BTreeMap::new(),
-                free_from: Some(0),
-            };
-            inner.dirty_bytes -= dropped;
+            inner.dirty_bytes -= st.drop_records();
             st.size = 0;
             st.blksz = blksz;
         }
@@ -951,8 +821,8 @@ impl ObjectSet {
 
     fn put_record(inner_dirty: &mut u64, st: &mut ObjState, blkid: u64, rec: Arc<[u8]>) {
         let len = rec.len() as u64;
-        if let Some(old) = st.open.records.insert(blkid, rec) {
-            *inner_dirty -= old.len() as u64;
+        if let Some(old) = st.put_open(blkid, rec) {
+            *inner_dirty -= old as u64;
         }
         *inner_dirty += len;
         st.dirty = true;
@@ -991,18 +861,28 @@ impl ObjectSet {
             let a = (pos - rstart) as usize;
             let b = ((end - rstart).min(bs)) as usize;
             let src = &data[(pos - offset) as usize..(pos - offset) as usize + (b - a)];
-            let rec: Arc<[u8]> = if a == 0 && b == bs as usize {
-                src.into()
-            } else {
-                let mut v = match self.get_record(st, blkid, props.cache)? {
-                    Some(r) => r.to_vec(),
-                    None => vec![0; bs as usize],
-                };
-                v[a..b].copy_from_slice(src);
-                v.into()
-            };
-            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
             pos = rstart + b as u64;
+            if a == 0 && b == bs as usize {
+                Self::put_record(&mut inner.dirty_bytes, st, blkid, src.into());
+                continue;
+            }
+            // A partial write into an open record nothing else holds (no reader,
+            // syncing layer, log commit or early write has a clone, which
+            // `Arc::get_mut` guarantees) changes it in place: nobody can tell
+            // from putting a new record, and a 16 KiB write into a 128 KiB
+            // record then copies 16 KiB instead of the record twice.
+            let own = st.open.records.get_mut(&blkid).and_then(Arc::get_mut);
+            if let Some(r) = own.filter(|r| r.len() == bs as usize) {
+                r[a..b].copy_from_slice(src);
+                st.dirty = true;
+                continue;
+            }
+            let mut rec: Arc<[u8]> = match self.get_record(st, blkid, props.cache)? {
+                Some(r) => Arc::from(&r[..]),
+                None => std::iter::repeat_n(0, bs as usize).collect(),
+            };
+            Arc::get_mut(&mut rec).expect("a new record is unique")[a..b].copy_from_slice(src);
+            Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
         }
         st.size = st.size.max(end);
         Ok(())
@@ -1031,17 +911,7 @@ impl ObjectSet {
                 Self::put_record(&mut inner.dirty_bytes, st, blkid, v.into());
             }
         }
-        let dropped: Vec<u64> = st
-            .open
-            .records
-            .range(first_gone..)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in dropped {
-            let r = st.open.records.remove(&k).unwrap();
-            inner.dirty_bytes -= r.len() as u64;
-        }
-        st.open.free_from = Some(st.open.free_from.map_or(first_gone, |f| f.min(first_gone)));
+        inner.dirty_bytes -= st.truncate_records(first_gone);
         st.size = size;
         st.dirty = true;
         Ok(())
@@ -1097,7 +967,11 @@ impl ObjectSet {
                     continue;
                 }
                 let layer = Arc::new(std::mem::take(&mut st.open));
-                st.syncing = Some(layer.clone());
+                // The view is unchanged (the open records, now syncing) unless a
+                // failed sync left a syncing layer, which this one replaces.
+                if st.syncing.replace(layer.clone()).is_some() {
+                    st.rebuild_alloc();
+                }
                 st.dirty = false;
                 if st.deleted {
                     st.syncing_deleted = true;
@@ -1294,8 +1168,8 @@ impl ObjectSet {
             let remove = {
                 let st = inner.objects.get_mut(&id).unwrap();
                 st.phys = p;
-                st.committed_asize.clear();
                 st.syncing = None;
+                st.rebuild_alloc();
                 let gone = st.syncing_deleted && st.deleted && !st.dirty;
                 st.syncing_deleted = false;
                 gone
@@ -1634,14 +1508,9 @@ impl ObjectSet {
             }
         }
         let st = inner.objects.get_mut(&id).unwrap();
-        let dropped: u64 = st.open.records.values().map(|r| r.len() as u64).sum();
-        inner.dirty_bytes -= dropped;
         // Everything of the old object goes: its records (free_from 0) and,
         // through the block-size rule of `sync`, any tree of another block size.
-        st.open = Layer {
-            records: BTreeMap::new(),
-            free_from: Some(0),
-        };
+        inner.dirty_bytes -= st.drop_records();
         st.deleted = false;
         st.otype = otype;
         st.blksz = blksz;
