@@ -339,3 +339,27 @@ op! {
     /// go; the target's copy stays).
     ReplDestroy = "repl.destroy" { pub name: String }
 }
+
+op! {
+    /// Mount a filesystem over FUSE at `path` (default: its `mountpoint`
+    /// property), an absolute, existing, empty directory.
+    FsMount = "fs.mount" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub path: Option<String>,
+    }
+}
+
+op! {
+    /// Unmount a filesystem (`force`: even when files are open inside).
+    FsUnmount = "fs.unmount" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// The mounted filesystems: `[{"name", "path"}]`.
+    FsMounts = "fs.mounts" {}
+}
