@@ -355,6 +355,7 @@ impl Daemon {
             broken: false,
             status: Default::default(),
             mysql,
+            pull: false,
         };
         rel.status.last_snapshot = Some(common.to_string());
         r.pin(peer_fp, Some(&target_addr))?;
