@@ -4,7 +4,7 @@
 # starts each cycle against the source A's listener), between two appliances
 # in network namespaces over a veth (repl_lib.sh): refused while B is not
 # paired with A, for a name A pushes, and into a target with no snapshot in
-# common (nothing changed); a full cycle and a later write replicate (sha256);
+# common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
 # a kill -9 of the source, then of the target, in the middle of a transfer:
 # the next cycle resumes from B's token and the files match.
 # shellcheck source=tests/e2e/lib.sh
@@ -40,13 +40,17 @@ assert_ok CB replication pair "$SOURCE" "$tok" >/dev/null
 assert_ok CA create tank/other
 assert_ok CA replication create p1 --source tank/other --target "$IPB:$PORT/tank/x" --paused
 assert_fails CB replication run p1
-assert_contains "$LAST_STDERR" "push relationship of that name" "pushed name"
+assert_contains "$LAST_STDERR" "replication p1: this appliance has a push relationship of that name" \
+    "pushed name"
 assert_ok CA replication destroy p1
 assert_ok CB create tank/lone
 assert_ok CB snapshot tank/lone@mine
 assert_ok CB replication create p2 --pull --source "$SOURCE/tank/src" --target tank/lone --paused
 assert_fails CB replication run p2
 assert_contains "$LAST_STDERR" "no snapshot in common with 'tank/src'" "no common snapshot"
+assert_contains "$LAST_STDERR" "target $IPB/tank/lone" "the refusal names the target"
+assert_fails CB replication resync -f p2
+assert_contains "$LAST_STDERR" "resync of a pull relationship is not supported yet" "resync of a pull"
 assert_eq "$(CB list -H -t snapshot -o name tank/lone)" "tank/lone@mine" "target unchanged"
 assert_eq "$(CA list -H -t snapshot -o name tank/src | grep -c repl-p2 || true)" 0 \
     "no source snapshot for a refused pull"

@@ -277,6 +277,7 @@ impl Daemon {
         let _cycle = lock.lock();
         let rel = self.replication.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
+        super::replication_pull::refuse_pull(&rel, "resync").map_err(ctx)?;
         let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
         // Every leg is checked before any is rolled back.
         let mut plans = Vec::new();

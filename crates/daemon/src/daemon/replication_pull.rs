@@ -22,6 +22,17 @@ use cachalot_replication::relationship::{self, Relationship};
 use cachalot_replication::retention;
 use serde_json::{json, Value};
 
+/// `resync` and `reverse` of a pull relationship are not there yet: they
+/// would act on the wrong side (they drive the peer as the target).
+pub(super) fn refuse_pull(rel: &Relationship, what: &str) -> Result<(), String> {
+    if rel.pull {
+        return Err(format!(
+            "{what} of a pull relationship is not supported yet: destroy it and the target filesystem to start over, or create a push relationship on the source"
+        ));
+    }
+    Ok(())
+}
+
 impl Daemon {
     /// The target's side of one pull cycle of `rel`.
     pub(super) fn pull_cycle(&self, rel: &Relationship) -> Result<Report, String> {
@@ -99,18 +110,20 @@ impl Daemon {
         retention::parse_keep(keep)?;
         if let Ok(push) = self.replication.get(name) {
             return Err(format!(
-                "replication {name}: this appliance has a push relationship of that name ({} -> {}): a relationship is pulled or pushed, not both; destroy one of them",
+                "this appliance has a push relationship of that name ({} -> {}): a relationship is pulled or pushed, not both; destroy one of them",
                 push.source,
                 push.target()
             ));
         }
         self.ds_store(&fs)?
             .dataset(&fs)
-            .map_err(|e| format!("replication {name}: source {}", se(e)))?;
+            .map_err(|e| format!("source {}", se(e)))?;
         Ok(Relationship {
             name: name.to_string(),
             source: fs,
-            target_addr: from.to_string(),
+            // The peer's address in messages ("target HOST/FS"), without
+            // its connection's port, which is not its listener's.
+            target_addr: from.rsplit_once(':').map_or(from, |(h, _)| h).to_string(),
             target_fs,
             schedule: relationship::MIN_SCHEDULE,
             keep: keep.to_string(),

@@ -305,9 +305,7 @@ impl Daemon {
                 Ok(v) => link.reply(&v),
                 Err(e) => link.error(&e),
             };
-            if let Err(e) = sent {
-                return Err(e);
-            }
+            sent?;
         }
     }
 
