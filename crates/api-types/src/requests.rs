@@ -326,6 +326,11 @@ op! {
         /// No cycle until it is resumed or run.
         #[serde(default, skip_serializing_if = "is_false")]
         pub paused: bool,
+        /// Created on the target: `source` is `HOST:PORT/FS` (the source
+        /// appliance's listener), `target` a filesystem here, and this
+        /// appliance starts each cycle.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub pull: bool,
         /// The source is a MySQL set: each cycle snapshots it through this server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mysql_socket: Option<String>,

@@ -42,6 +42,7 @@ mod pools;
 pub mod replication;
 mod replication_cycle;
 mod replication_mysql;
+mod replication_pull;
 mod replication_reverse;
 mod replication_serve;
 pub mod replication_stats;
