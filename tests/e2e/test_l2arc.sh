@@ -59,6 +59,14 @@ for i in 0 1 2; do
     assert_ok "$C" debug write tank/d "${OBJ[i]}" --seed $((40 + i)) --len "$LEN"
 done
 assert_ok "$C" debug fsync tank/d
+# The start of a second that no earlier read falls in: analytics count whole
+# seconds, so a check "from T" must not share T with what came before it.
+fresh_second() {
+    local t
+    t=$(date +%s)
+    while (($(date +%s) <= t)); do sleep 0.1; done
+    date +%s
+}
 T0=$(date +%s)
 read_all
 read_all
@@ -137,7 +145,7 @@ read_n() {
         assert_ok "$C" debug read tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN" >/dev/null
     done
 }
-T2=$(date +%s)
+T2=$(fresh_second)
 read_n
 sleep 0.5 # the feeder writes what it was given every 200 ms
 read_n
@@ -176,7 +184,7 @@ assert_contains "$st" "state: ONLINE" "pool ONLINE after removing its cache devi
 [[ $st != *$'\tcache\n'* ]] || fail "a cache section without cache devices"
 assert_eq "$(status_col "$st" c1 2)$(status_col "$st" c0 2)" "" "no row for c0 or c1"
 assert_contains "$st" "cache device $TMP/c1 removed" "a notice"
-T1=$(date +%s)
+T1=$(fresh_second)
 read_all
 while (($(date +%s) <= T1)); do sleep 0.2; done
 out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T1" -H -p)
