@@ -710,6 +710,9 @@ impl Sim {
         }
         let snap = self.new_name("s");
         let full = format!("{name}@{snap}");
+        if self.trace {
+            eprintln!("  snapshot {full}");
+        }
         self.check(&full, self.store.snapshot(std::slice::from_ref(&full)))?;
         let fs = self.model.fs.get_mut(&name).unwrap();
         let objs = fs.objs.clone();
