@@ -13,7 +13,8 @@ for p in ["/api/v1/pools", "/api/v1/datasets", "/api/v1/snapshots/{name}/rollbac
           "/api/v1/shares/nfs/{name}", "/api/v1/jobs/{id}", "/api/v1/call",
           "/api/v1/pools/{pool}/replace", "/api/v1/jobs/{id}/events",
           "/api/v1/snapshots/{name}/send", "/api/v1/mysql/snapshots", "/api/v1/mysql/clones",
-          "/api/v1/mysql/restore", "/api/v1/mysql/advise"]:
+          "/api/v1/mysql/restore", "/api/v1/mysql/advise", "/api/v1/datasets/{name}/mount",
+          "/api/v1/datasets/{name}/unmount", "/api/v1/mounts"]:
     assert p in doc["paths"], p
 assert doc["components"]["securitySchemes"]["token"]["scheme"].lower() == "bearer"
 
@@ -118,6 +119,58 @@ refused("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": ["on"]})
 refused("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": "off"})
 ok("DELETE", f"/shares/nfs/{q('tank/mysql')}")
 assert prop("tank/mysql", "sharenfs") == "off"
+
+print("--- local mounts: mount, write through the mount, unmount, mount again and read")
+mnt, mnt2 = f"{WORK}/mnt", f"{WORK}/mnt2"
+os.makedirs(mnt)
+os.makedirs(mnt2)
+with open(f"{WORK}/afile", "w") as f:
+    f.write("x")
+os.makedirs(f"{WORK}/full")
+with open(f"{WORK}/full/x", "w") as f:
+    f.write("x")
+
+
+def mounts():
+    return cli("mount")
+
+
+def refused_mount(path, body, status, code, token=TOKEN):
+    """A refused mount or unmount leaves the mounts (and the datasets) as they were."""
+    before = mounts()
+    refused("POST", path, body, status, code, token=token)
+    assert mounts() == before, f"POST {path} {body} changed the mounts"
+
+
+data = f"/datasets/{q('tank/mysql/data')}"
+refused_mount(f"{data}/mount", {"mountpoint": mnt}, 401, "unauthorized", token=None)
+refused_mount(f"{data}/mount", {"mountpoint": "rel/dir"}, 400, "invalid_request")
+refused_mount(f"{data}/mount", {"mountpoint": mnt, "bogus": 1}, 400, "invalid_request")
+refused_mount(f"{data}/mount", {"mountpoint": 5}, 400, "invalid_request")
+refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/afile"}, 422, "failed")
+refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/full"}, 422, "failed")
+refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/nothere"}, 404, "not_found")
+refused_mount(f"/datasets/{q('tank/nosuch')}/mount", {"mountpoint": mnt}, 404, "not_found")
+refused_mount(f"/datasets/{q('tank/vol')}/mount", {"mountpoint": mnt}, 400, "invalid_request")
+refused_mount(f"/datasets/{q('tank/mysql/data@s1')}/mount", {"mountpoint": mnt}, 400, "invalid_request")
+refused_mount(f"{data}/unmount", {}, 422, "failed")
+assert not os.path.ismount(mnt) and mounts() == ""
+v = ok("POST", f"{data}/mount", {"mountpoint": mnt})
+assert v["path"] == mnt and os.path.ismount(mnt), v
+assert ok("GET", "/mounts") == [{"name": "tank/mysql/data", "path": mnt}]
+assert mounts().split() == ["tank/mysql/data", mnt], mounts()
+refused_mount(f"{data}/mount", {"mountpoint": mnt2}, 409, "busy")
+refused_mount(f"/datasets/{q('tank/mysql/log')}/mount", {"mountpoint": mnt}, 409, "busy")
+with open(f"{mnt}/hello.txt", "w") as f:
+    f.write("written through the API's mount\n")
+refused_mount(f"{data}/unmount", {}, 401, "unauthorized", token=None)
+refused_mount(f"{data}/unmount", {"force": "yes"}, 400, "invalid_request")
+ok("POST", f"{data}/unmount")
+assert not os.path.ismount(mnt) and os.listdir(mnt) == [] and mounts() == "", "unmounted"
+ok("POST", f"{data}/mount", {"mountpoint": mnt2})
+assert open(f"{mnt2}/hello.txt").read() == "written through the API's mount\n", "the file is in the dataset"
+ok("POST", f"{data}/unmount", {"force": True})
+assert ok("GET", "/mounts") == [] and not os.path.ismount(mnt2)
 
 print("--- analytics")
 stats = ok("GET", "/analytics/stats")

@@ -159,11 +159,12 @@ wait_token() {
     fail "no resume token on the target within 15 s"
 }
 
-# kill_mid_transfer NODE SECS: start a cycle of $REPL_REL, kill -9 NODE SECS
-# after the target shows a resume token (a checkpoint), and start NODE again.
+# kill_mid_transfer NODE SECS: start a cycle of $REPL_REL (on node
+# $REPL_RUNNER, default A; B for a pull), kill -9 NODE SECS after the target
+# shows a resume token (a checkpoint), and start NODE again.
 kill_mid_transfer() {
     local run_pid
-    CA replication run "$REPL_REL" >/dev/null 2>&1 &
+    cli "${REPL_RUNNER:-A}" replication run "$REPL_REL" >/dev/null 2>&1 &
     run_pid=$!
     wait_token
     sleep "$2"

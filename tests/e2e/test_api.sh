@@ -9,7 +9,9 @@
 # CLI and never appear in the daemon's log; scrub runs as a job polled to the end;
 # pool replace runs its resilver as a job streamed as server-sent events; a send
 # (full and incremental) runs as a job into a new file that `cachalot receive`
-# takes (a refused send leaves no file and never overwrites one). The MySQL
+# takes (a refused send leaves no file and never overwrites one); a filesystem is
+# mounted, written through, unmounted and mounted again to read it back (refusals
+# mount nothing). The MySQL
 # routes need MariaDB: test_api_mysql.sh.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -3,7 +3,8 @@
 # The managing web UI in headless Chromium, driven by real clicks and keystrokes
 # (chromedriver's WebDriver API, tests/e2e/webdriver.py): type the API token,
 # create a pool from a file, create the MySQL datasets (16K data / 128K log, with
-# the reason shown), take snapshots, clone one, roll back through the confirmation
+# the reason shown), mount one from its row and write through the mount, then
+# unmount it (a CLI re-mount reads the file back), take snapshots, clone one, roll back through the confirmation
 # that lists what is lost (cancel first: nothing changes), share over NFS, create
 # a volume and share it over iSCSI and NBD (`share list` shows both), create a
 # replication relationship to a real peer (a second daemon), resume, pause, run
@@ -36,6 +37,7 @@ PAIR=$(assert_ok "$C" --socket "$PEER/s.sock" replication pair)
 assert_ok "$C" replication pair "$PEER_ADDR" "$PAIR" >/dev/null
 
 browser_python "$TOKEN" "$WORK" "$PEER/s.sock" "$PEER_ADDR" <<'PY'
+import os
 import sys
 
 from clients import cli, prop  # tests/e2e/clients.py
@@ -69,6 +71,25 @@ with ManagePage() as b:
     assert prop("tank/mysql/log", "recordsize") == "128K"
     b.wait("the datasets in the table", "return document.querySelector('#m-datasets tr[data-ds=\"tank/mysql/log\"]') !== null")
     b.shot("2-mysql-datasets")
+
+    # Mount from the dataset's row: the mount is real (a file written through the
+    # mount point is in the dataset: seen again after unmounting and mounting back).
+    mnt = f"{work}/mnt-data"
+    os.makedirs(mnt)
+    row = '#m-datasets tr[data-ds="tank/mysql/data"]'
+    b.type(f"{row} input.mp", mnt)
+    b.click(f'{row} button[data-act="mount"]')
+    b.done("mount", f"cachalot mount tank/mysql/data {mnt}")
+    assert cli("mount").split() == ["tank/mysql/data", mnt] and os.path.ismount(mnt), cli("mount")
+    assert mnt in b.js(f"return document.querySelector('{row}').textContent"), "the row shows the mount"
+    with open(f"{mnt}/through-ui.txt", "w") as f:
+        f.write("mounted by a click\n")
+    b.click(f'{row} button[data-act="unmount"]')
+    b.done("unmount", "cachalot unmount tank/mysql/data")
+    assert cli("mount") == "" and not os.path.ismount(mnt) and os.listdir(mnt) == [], "unmounted"
+    cli("mount", "tank/mysql/data", mnt)
+    assert open(f"{mnt}/through-ui.txt").read() == "mounted by a click\n", "the file is in the dataset"
+    cli("unmount", "tank/mysql/data")
 
     b.click('#m-snap-ds option[value="tank/mysql/data"]')
     b.type("#m-snap-name", "s1")

@@ -326,6 +326,11 @@ op! {
         /// No cycle until it is resumed or run.
         #[serde(default, skip_serializing_if = "is_false")]
         pub paused: bool,
+        /// Created on the target: `source` is `HOST:PORT/FS` (the source
+        /// appliance's listener), `target` a filesystem here, and this
+        /// appliance starts each cycle.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub pull: bool,
         /// The source is a MySQL set: each cycle snapshots it through this server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mysql_socket: Option<String>,
@@ -338,4 +343,28 @@ op! {
     /// Destroy a replication relationship (its holds on the source's snapshots
     /// go; the target's copy stays).
     ReplDestroy = "repl.destroy" { pub name: String }
+}
+
+op! {
+    /// Mount a filesystem over FUSE at `path` (default: its `mountpoint`
+    /// property), an absolute, existing, empty directory.
+    FsMount = "fs.mount" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub path: Option<String>,
+    }
+}
+
+op! {
+    /// Unmount a filesystem (`force`: even when files are open inside).
+    FsUnmount = "fs.unmount" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// The mounted filesystems: `[{"name", "path"}]`.
+    FsMounts = "fs.mounts" {}
 }

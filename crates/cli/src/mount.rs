@@ -2,11 +2,12 @@
 //! arguments, `mount` lists what is mounted.
 //!
 //! Invariant: the path sent to the daemon is absolute (the daemon's working
-//! directory is not the caller's).
+//! directory is not the caller's). The requests are the typed ones the REST
+//! routes `POST /api/v1/datasets/{name}/mount|unmount` send too.
 
 use crate::commands::{absolute, CmdResult, Ctx};
+use cachalot_api_types::requests::{FsMount, FsMounts, FsUnmount};
 use clap::Args;
-use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -27,7 +28,7 @@ pub struct UnmountArgs {
 
 pub fn mount(ctx: &mut Ctx, a: MountArgs) -> CmdResult {
     let Some(name) = a.name else {
-        let list = ctx.call("fs.mounts", json!({}))?;
+        let list = ctx.send(&FsMounts {})?;
         for m in list.as_array().into_iter().flatten() {
             println!(
                 "{}\t{}",
@@ -37,14 +38,17 @@ pub fn mount(ctx: &mut Ctx, a: MountArgs) -> CmdResult {
         }
         return Ok(());
     };
-    let mut args = json!({ "name": name });
-    if let Some(p) = a.path {
-        args["path"] = json!(absolute(&p)?.to_string_lossy());
-    }
-    ctx.call("fs.mount", args).map(drop)
+    let path = match a.path {
+        Some(p) => Some(absolute(&p)?.to_string_lossy().into_owned()),
+        None => None,
+    };
+    ctx.send(&FsMount { name, path }).map(drop)
 }
 
 pub fn unmount(ctx: &mut Ctx, a: UnmountArgs) -> CmdResult {
-    ctx.call("fs.unmount", json!({ "name": a.name, "force": a.force }))
-        .map(drop)
+    ctx.send(&FsUnmount {
+        name: a.name,
+        force: a.force,
+    })
+    .map(drop)
 }

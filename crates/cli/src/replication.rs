@@ -30,7 +30,8 @@ pub enum ReplicationCmd {
     Create {
         name: String,
         /// The filesystem to replicate (on this appliance); with --mysql-socket,
-        /// the MySQL set DATAFS,LOGFS (each goes next to the target FS)
+        /// the MySQL set DATAFS,LOGFS (each goes next to the target FS); with
+        /// --pull, HOST:PORT/FS on the source appliance
         #[arg(long, value_name = "FS")]
         source: String,
         /// The source is a MySQL set: each cycle takes a `mysql snapshot` of it
@@ -40,7 +41,8 @@ pub enum ReplicationCmd {
         /// MySQL user for --mysql-socket (password: the daemon's $MYSQL_PWD)
         #[arg(long, value_name = "USER", requires = "mysql_socket")]
         mysql_user: Option<String>,
-        /// Where to: HOST:PORT/FS (the other appliance's replication listener)
+        /// Where to: HOST:PORT/FS (the other appliance's replication listener);
+        /// with --pull, a filesystem on this appliance
         #[arg(long, value_name = "HOST:PORT/FS")]
         target: String,
         /// Time between cycles (30s, 5m, 1h; default 5m)
@@ -52,8 +54,9 @@ pub enum ReplicationCmd {
         /// Bandwidth limit in bytes per second (e.g. 50M)
         #[arg(long, value_name = "RATE")]
         bwlimit: Option<String>,
-        /// The target pulls (not supported yet)
-        #[arg(long)]
+        /// Created on the target, which starts each cycle: it connects to the
+        /// source and asks for the increment since the newest common snapshot
+        #[arg(long, conflicts_with = "mysql_socket")]
         pull: bool,
         /// Create it paused (no cycle until `resume` or `run`)
         #[arg(long)]
@@ -236,9 +239,6 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 .map(|p| crate::commands::absolute(&p))
                 .transpose()?
                 .map(|p| p.to_string_lossy().into_owned());
-            if pull {
-                return Err("replication create --pull: pull relationships are not supported yet; create the relationship on the source appliance".into());
-            }
             ctx.send(&ReplCreate {
                 name,
                 source,
@@ -247,6 +247,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 keep,
                 bwlimit: bwlimit.map(Size::Text),
                 paused,
+                pull,
                 mysql_socket,
                 mysql_user,
             })?;

@@ -1,5 +1,6 @@
 // The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
-// (take, clone, rollback with a confirmation of what is lost, destroy), NFS shares,
+// (take, clone, rollback with a confirmation of what is lost, destroy), local FUSE
+// mounts of each filesystem (mount at a typed path, unmount), NFS shares,
 // volumes shared over iSCSI or NBD, every share with its clients, and replication
 // relationships with their lag (create, run, pause, resume, destroy), MySQL snapshot sets (take,
 // restore) and "clone to a running replica" with its progress (the job's events).
@@ -107,7 +108,7 @@
   }
 
   async function refresh() {
-    let pools = [], dss = [], shares = [], repl = [];
+    let pools = [], dss = [], shares = [], repl = [], mounts = [];
     try {
       pools = await call("GET", "/pools");
       dss = await call("GET", "/datasets?props=recordsize,sharenfs");
@@ -115,6 +116,7 @@
       shares = await call("GET", "/shares");
       repl = await call("GET", "/replication");
       mySetsList = await call("GET", "/mysql/snapshots");
+      mounts = await call("GET", "/mounts");
     } catch (e) { say(e.message, true); }
     $("m-my-sets").innerHTML = "<tr><th>SNAPSHOT SET</th><th>MEMBERS</th><th>CREATED</th><th>GTID</th><th>BINLOG</th><th></th></tr>" +
       mySetsList.map((s) => `<tr data-myset="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.members.join(", "))}</td>` +
@@ -141,9 +143,19 @@
         return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
           `<td><button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
       }).join("");
-    $("m-datasets").innerHTML = "<tr><th>NAME</th><th>TYPE</th><th>USED</th><th>AVAIL</th><th>RECORDSIZE</th><th>NFS</th><th></th></tr>" +
+    const mountedAt = new Map(mounts.map((m) => [m.name, m.path]));
+    // A filesystem's mount cell: where it is mounted with Unmount, or a path field
+    // (empty: the dataset's mountpoint property) with Mount.
+    const mountCell = (d) => {
+      if (d.type !== "filesystem") return "-";
+      const at = mountedAt.get(d.name);
+      if (at !== undefined) return `${esc(at)} <button data-act="unmount" data-name="${esc(d.name)}">Unmount</button>`;
+      return `<input class="mp" size="18" placeholder="/absolute/empty/dir" aria-label="mount point of ${esc(d.name)}"> ` +
+        `<button data-act="mount" data-name="${esc(d.name)}">Mount</button>`;
+    };
+    $("m-datasets").innerHTML = "<tr><th>NAME</th><th>TYPE</th><th>USED</th><th>AVAIL</th><th>RECORDSIZE</th><th>NFS</th><th>MOUNTED AT</th><th></th></tr>" +
       dss.map((d) => `<tr data-ds="${esc(d.name)}"><td>${esc(d.name)}</td><td>${esc(d.type)}</td><td>${size(d.used)}</td><td>${size(d.available)}</td>` +
-        `<td>${esc(d.props.recordsize.value)}</td><td>${esc(d.props.sharenfs.value)}</td>` +
+        `<td>${esc(d.props.recordsize.value)}</td><td>${esc(d.props.sharenfs.value)}</td><td>${mountCell(d)}</td>` +
         `<td>${d.name.includes("/") ? `<button data-act="destroy-ds" data-name="${esc(d.name)}">Destroy…</button>` : ""}</td></tr>`).join("");
     $("m-snaps").innerHTML = "<tr><th>SNAPSHOT</th><th>USED</th><th>CREATED</th><th></th></tr>" +
       snaps.map((s) => `<tr data-snap="${esc(s.name)}"><td>${esc(s.name)}</td><td>${size(s.used)}</td>` +
@@ -221,6 +233,16 @@
     const name = b.dataset.name;
     if (b.dataset.act === "rollback") { rollback(name); return; }
     if (b.dataset.act === "my-restore") { myRestore(name); return; }
+    if (b.dataset.act === "mount") {
+      const mp = b.closest("tr").querySelector("input.mp").value.trim();
+      act(`cachalot mount ${sh(name)}${mp ? " " + sh(mp) : ""}`,
+        [() => call("POST", `/datasets/${enc(name)}/mount`, mp ? { mountpoint: mp } : {})]);
+      return;
+    }
+    if (b.dataset.act === "unmount") {
+      act(`cachalot unmount ${sh(name)}`, [() => call("POST", `/datasets/${enc(name)}/unmount`, {})]);
+      return;
+    }
     for (const verb of ["run", "pause", "resume"]) {
       if (b.dataset.act === "repl-" + verb) {
         act(`cachalot replication ${verb} ${sh(name)}`, [() => call("POST", `/replication/${enc(name)}/${verb}`)]);

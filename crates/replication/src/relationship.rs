@@ -41,6 +41,11 @@ pub struct Relationship {
     /// `mysql snapshot` of all its members at once and replicates each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mysql: Option<MysqlSet>,
+    /// Kept on the target, which starts each cycle: `source` is the FS on the
+    /// source appliance at `target_addr` (then the peer's address, whichever
+    /// side it is), `target_fs` is the FS here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pull: bool,
 }
 
 /// The MySQL side of a relationship whose source is a MySQL snapshot set.
@@ -268,6 +273,7 @@ mod tests {
             broken: false,
             status: Status::default(),
             mysql: None,
+            pull: false,
         };
         assert!(
             !r.lagging(1_000),

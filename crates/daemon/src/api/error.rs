@@ -111,6 +111,7 @@ pub fn classify(msg: &str) -> &'static str {
         "not supported here",
         "longer than",
         "is not older than",
+        "only filesystems can be mounted",
     ]) {
         "invalid_request"
     } else if has(&[
@@ -122,6 +123,10 @@ pub fn classify(msg: &str) -> &'static str {
         "not_found"
     } else if has(&["already exists", "already imported"]) {
         "already_exists"
+    } else if has(&["is not mounted"]) {
+        // Before "busy", which matches "mounted": nothing is in the way, there is
+        // just nothing to unmount.
+        "failed"
     } else if has(&[
         "busy",
         "in use",
@@ -170,6 +175,12 @@ mod tests {
             ("ds.set: missing argument 'value'", "invalid_request"),
             ("internal error in ds.create: boom", "internal"),
             ("out of space in pool 'tank'", "failed"),
+            (
+                "'tank/v' is a volume: only filesystems can be mounted",
+                "invalid_request",
+            ),
+            ("'tank/a' is already mounted at /mnt/a", "busy"),
+            ("'tank/a' is not mounted", "failed"),
         ] {
             assert_eq!(classify(msg), code, "{msg}");
             assert_eq!(ApiError::from_daemon(msg.into()).code, code);

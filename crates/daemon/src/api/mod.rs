@@ -16,6 +16,7 @@ pub mod error;
 pub mod fuzz;
 pub mod job_routes;
 pub mod jobs;
+pub mod mount_routes;
 pub mod mysql_routes;
 pub mod requests;
 pub mod routes;

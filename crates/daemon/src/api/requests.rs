@@ -66,6 +66,9 @@ mod tests {
         check::<TokenRevoke>();
         check::<ReplCreate>();
         check::<ReplDestroy>();
+        check::<FsMount>();
+        check::<FsUnmount>();
+        check::<FsMounts>();
     }
 
     #[test]

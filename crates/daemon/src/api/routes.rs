@@ -775,7 +775,9 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
-    super::mysql_routes::add(super::share_routes::add(super::job_routes::add(r)))
+    super::mount_routes::add(super::mysql_routes::add(super::share_routes::add(
+        super::job_routes::add(r),
+    )))
 }
 
 /// The `/api/v1` resource routes (merged into the HTTP router).

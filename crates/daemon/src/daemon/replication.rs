@@ -384,6 +384,7 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
             "keep",
             "bwlimit",
             "paused",
+            "pull",
             "mysql_socket",
             "mysql_user",
         ],
@@ -482,17 +483,30 @@ impl Daemon {
     fn repl_create(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         relationship::check_name(&name)?;
-        let sources: Vec<String> = a
-            .str("source")?
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .collect();
+        let pull = a.bool("pull")?;
+        // A pull relationship is kept on the target: the remote end is the
+        // source, and the target filesystem is here.
+        let (source_arg, target_arg) = (a.str("source")?, a.str("target")?);
+        let (sources, target_addr, target_fs) = if pull {
+            let (addr, fs) = relationship::parse_target(&source_arg)
+                .map_err(|e| format!("--pull: the source is on the other appliance: {e}"))?;
+            (vec![fs], addr, target_arg)
+        } else {
+            let sources: Vec<String> = source_arg
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect();
+            let (addr, fs) = relationship::parse_target(&target_arg)?;
+            (sources, addr, fs)
+        };
         for s in &sources {
             validate_dataset_name(s)?;
         }
-        let (target_addr, target_fs) = relationship::parse_target(&a.str("target")?)?;
         validate_dataset_name(&target_fs)?;
         let mysql = match a.opt_str("mysql_socket")? {
+            Some(_) if pull => {
+                return Err("a MySQL set cannot be pulled yet: create the relationship on the source appliance".into())
+            }
             Some(socket) if socket.starts_with('/') => Some(MysqlSet {
                 members: sources.clone(),
                 socket,
@@ -526,9 +540,15 @@ impl Daemon {
             .unwrap_or_else(|| DEFAULT_KEEP.to_string());
         retention::parse_keep(&keep)?;
         let bwlimit = a.opt_size("bwlimit")?.filter(|&b| b > 0);
-        // The sources must exist now; the target is checked at the first cycle.
-        for s in &sources {
-            self.ds_store(s)?.dataset(s).map_err(super::se)?;
+        // The sources must exist now; the target is checked at the first
+        // cycle. A pulled source is checked at the first cycle; the target's
+        // pool must be here.
+        if pull {
+            self.ds_store(&target_fs)?;
+        } else {
+            for s in &sources {
+                self.ds_store(s)?.dataset(s).map_err(super::se)?;
+            }
         }
         let rel = Relationship {
             name: name.clone(),
@@ -542,6 +562,7 @@ impl Daemon {
             broken: false,
             status: Default::default(),
             mysql,
+            pull,
         };
         let r = &self.replication;
         let mut rels = r.rels.lock();
@@ -569,9 +590,10 @@ impl Daemon {
                 let s = &rel.status;
                 json!({
                     "name": rel.name,
-                    "source": rel.source,
+                    "source": if rel.pull { format!("{}/{}", rel.target_addr, rel.source) } else { rel.source.clone() },
                     "members": rel.mysql.as_ref().map(|m| &m.members),
-                    "target": rel.target(),
+                    "target": if rel.pull { rel.target_fs.clone() } else { rel.target() },
+                    "pull": rel.pull,
                     "state": rel.state(r.is_running(&rel.name)),
                     "lag": rel.lag(t),
                     "lagging": rel.lagging(t),
@@ -599,8 +621,15 @@ impl Daemon {
         let rel = r.get(name)?;
         // The holds of the relationship go with it (on this side; the target's
         // go when the target side is destroyed or resynced).
-        if let Ok(store) = self.ds_store(&rel.source) {
-            self.release_holds(&store, &rel.source, &hold_tag(name), None)?;
+        let local = if rel.pull {
+            &rel.target_fs
+        } else {
+            &rel.source
+        };
+        if let Ok(store) = self.ds_store(local) {
+            if store.dataset(local).is_ok() {
+                self.release_holds(&store, local, &hold_tag(name), None)?;
+            }
         }
         let mut rels = r.rels.lock();
         let mut next = rels.clone();

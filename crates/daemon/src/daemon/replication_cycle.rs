@@ -41,11 +41,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a completed cycle did.
-struct Report {
-    snapshot: String,
-    bytes: u64,
-    secs: f64,
-    messages: Vec<String>,
+pub(super) struct Report {
+    pub(super) snapshot: String,
+    pub(super) bytes: u64,
+    pub(super) secs: f64,
+    pub(super) messages: Vec<String>,
 }
 
 fn short(fp: &str) -> &str {
@@ -119,7 +119,13 @@ impl Daemon {
             x.status.last_attempt = Some(started);
             Ok(())
         })?;
-        let res = guarded("replication", || self.cycle(&rel));
+        let res = guarded("replication", || {
+            if rel.pull {
+                self.pull_cycle(&rel)
+            } else {
+                self.cycle(&rel, None)
+            }
+        });
         let sent = res.as_ref().map_or(0, |rep| rep.bytes);
         super::replication_stats::cycle_done(name, res.is_ok(), sent, t0.elapsed());
         match res {
@@ -140,8 +146,12 @@ impl Daemon {
                     Ok(())
                 })?;
                 log(format!(
-                    "replication {name}: sent '{}@{}' ({} bytes in {:.1}s)",
-                    rel.source, rep.snapshot, rep.bytes, rep.secs
+                    "replication {name}: {} '{}@{}' ({} bytes in {:.1}s)",
+                    if rel.pull { "pulled" } else { "sent" },
+                    rel.source,
+                    rep.snapshot,
+                    rep.bytes,
+                    rep.secs
                 ));
                 Ok(json!({
                     "snapshot": format!("{}@{}", rel.source, rep.snapshot),
@@ -162,7 +172,13 @@ impl Daemon {
         }
     }
 
-    fn cycle(&self, rel: &Relationship) -> Result<Report, String> {
+    /// One cycle of `rel` as its source: over `link` (a pull: the target
+    /// connected and asked for it) or over a new connection to the target.
+    pub(super) fn cycle(
+        &self,
+        rel: &Relationship,
+        link: Option<&mut Link>,
+    ) -> Result<Report, String> {
         let t0 = Instant::now();
         // One leg per replicated dataset (several for a MySQL set), each a
         // copy of `rel` with its own source and target filesystem.
@@ -181,13 +197,20 @@ impl Daemon {
             store.dataset(&leg.source).map_err(se)?;
             stores.push(store);
         }
-        let mut link = self.connect_peer(&rel.target_addr)?;
+        let mut own;
+        let link = match link {
+            Some(l) => l,
+            None => {
+                own = self.connect_peer(&rel.target_addr)?;
+                &mut own
+            }
+        };
         let mut bytes = 0;
         let mut messages = Vec::new();
         // Refusals come before the snapshot: a refused cycle changes nothing.
         let mut bases = Vec::new();
         for (leg, store) in legs.iter().zip(&stores) {
-            let (sent, base) = prepare_leg(&mut link, store, leg, &mut messages)?;
+            let (sent, base) = prepare_leg(link, store, leg, &mut messages)?;
             bytes += sent;
             bases.push(base);
         }
@@ -204,7 +227,7 @@ impl Daemon {
         for ((leg, store), from) in legs.iter().zip(&stores).zip(&bases) {
             let full = format!("{}@{snap}", leg.source);
             let from_full = from.as_ref().map(|f| format!("{}@{f}", leg.source));
-            bytes += transfer(&mut link, leg, |w| {
+            bytes += transfer(link, leg, |w| {
                 store.send(&full, from_full.as_deref(), w, &mut |_| {})
             })?;
             link.request(
@@ -215,7 +238,7 @@ impl Daemon {
         if rel.mysql.is_some() {
             // Last: a set on the target carries its record only once every
             // member has arrived, so a record there names a complete set.
-            send_mysql_record(&mut link, &stores[0], &legs, &snap)?;
+            send_mysql_record(link, &stores[0], &legs, &snap)?;
         }
         for (leg, store) in legs.iter().zip(&stores) {
             link.request(
@@ -254,6 +277,7 @@ impl Daemon {
         let _cycle = lock.lock();
         let rel = self.replication.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
+        super::replication_pull::refuse_pull(&rel, "resync").map_err(ctx)?;
         let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
         // Every leg is checked before any is rolled back.
         let mut plans = Vec::new();

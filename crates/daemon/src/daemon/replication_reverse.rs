@@ -85,6 +85,7 @@ impl Daemon {
         let _cycle = lock.lock();
         let rel = r.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
+        super::replication_pull::refuse_pull(&rel, "reverse").map_err(ctx)?;
         // ADDR is how B reaches this appliance's replication listener.
         relationship::parse_target(&format!("{address}/{}", rel.source)).map_err(|_| {
             ctx(format!(
@@ -355,6 +356,7 @@ impl Daemon {
             broken: false,
             status: Default::default(),
             mysql,
+            pull: false,
         };
         rel.status.last_snapshot = Some(common.to_string());
         r.pin(peer_fp, Some(&target_addr))?;

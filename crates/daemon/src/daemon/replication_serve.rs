@@ -206,19 +206,62 @@ impl Daemon {
             let _ = link.error(&format!("refused: {e}"));
             return;
         }
-        let mut paired = self.replication.is_pinned(&fp);
+        let paired = self.replication.is_pinned(&fp);
+        let _ = self.serve_requests(&mut link, &from, &fp, paired, None);
+    }
+
+    /// Answer the peer's requests on `link` until it hangs up or a request
+    /// ends the conversation. `pulling`: the target FS of a pull cycle this
+    /// side started: the source drives it over this link, may only use what
+    /// a cycle needs on that FS, and ends with `pull_done`, whose outcome is
+    /// returned (Err: the cycle failed, or the link did).
+    pub(super) fn serve_requests(
+        &self,
+        link: &mut Link,
+        from: &str,
+        fp: &str,
+        mut paired: bool,
+        pulling: Option<&str>,
+    ) -> Result<Value, String> {
+        let ended = || format!("{from} ended the conversation");
+        let Ok(id) = self.replication.identity() else {
+            return Err(ended());
+        };
         loop {
             let req = match link.read_request() {
                 Ok(Some(r)) => r,
-                Ok(None) => return,
+                Ok(None) => return Err(format!("{from} closed the connection")),
                 Err(e) => {
                     log(format!("replication: {from}: {e}"));
-                    return;
+                    return Err(e);
                 }
             };
             let op = req["op"].as_str().unwrap_or("").to_string();
-            if op == "pair" {
-                let res = self.answer_pair(&req, &fp, &id.fingerprint());
+            if let Some(fs) = pulling {
+                if op == "pull_done" {
+                    let _ = link.reply(&Value::Null);
+                    return match req["error"].as_str() {
+                        Some(e) => Err(e.to_string()),
+                        None => Ok(req),
+                    };
+                }
+                let allowed = ["state", "receive", "abort", "hold", "prune"].contains(&op.as_str())
+                    && req["fs"].as_str() == Some(fs);
+                if !allowed {
+                    let e = format!(
+                        "{from} asked for '{op:.40}' on {:.200} during a pull into '{fs}': refused",
+                        req["fs"]
+                    );
+                    let _ = link.error(&e);
+                    return Err(e);
+                }
+            } else if op == "pull" {
+                if paired {
+                    self.serve_pull(&req, link, from);
+                    return Err(ended());
+                }
+            } else if op == "pair" {
+                let res = self.answer_pair(&req, fp, &id.fingerprint());
                 paired = res.is_ok();
                 let sent = match res {
                     Ok(v) => link.reply(&v),
@@ -228,7 +271,7 @@ impl Daemon {
                     }
                 };
                 if sent.is_err() || !paired {
-                    return;
+                    return Err(ended());
                 }
                 continue;
             }
@@ -241,20 +284,20 @@ impl Daemon {
                     "replication: refused {from}: not paired (key {fp})"
                 ));
                 let _ = link.error(&msg);
-                return;
+                return Err(msg);
             }
             let res = if op == "receive" {
-                match self.serve_receive(&req, &mut link) {
+                match self.serve_receive(&req, link) {
                     Ok(v) => Ok(v),
                     Err(e) => {
                         log(format!("replication: receive from {from}: {e}"));
                         let _ = link.error(&e);
-                        return; // the rest of a refused stream is not read
+                        return Err(e); // the rest of a refused stream is not read
                     }
                 }
             } else if op == "adopt" {
                 // `reverse` from the peer: it needs the peer's key.
-                guarded("replication", || self.answer_adopt(&req, &fp))
+                guarded("replication", || self.answer_adopt(&req, fp))
             } else {
                 guarded("replication", || self.serve_request(&op, &req))
             };
@@ -262,9 +305,7 @@ impl Daemon {
                 Ok(v) => link.reply(&v),
                 Err(e) => link.error(&e),
             };
-            if sent.is_err() {
-                return;
-            }
+            sent?;
         }
     }
 
@@ -289,7 +330,7 @@ impl Daemon {
         Ok(json!({ "proof": pair::proof(&tok, our_fp, peer_fp) }))
     }
 
-    fn fs_arg(req: &Value, key: &str) -> Result<String, String> {
+    pub(super) fn fs_arg(req: &Value, key: &str) -> Result<String, String> {
         let fs = req[key]
             .as_str()
             .ok_or_else(|| format!("request without '{key}'"))?;

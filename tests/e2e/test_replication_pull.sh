@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# timeout: 180
+# Pull replication (`replication create --pull`, kept on the target B, which
+# starts each cycle against the source A's listener), between two appliances
+# in network namespaces over a veth (repl_lib.sh): refused while B is not
+# paired with A, for a name A pushes, and into a target with no snapshot in
+# common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
+# a kill -9 of the source, then of the target, in the middle of a transfer:
+# the next cycle resumes from B's token and the files match.
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=tests/e2e/repl_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
+
+SOURCE=$IPA:$PORT
+REPL_REL=p1
+REPL_RUNNER=B
+repl_link_up
+start_node A "$NSA" --replication "$SOURCE"
+start_node B "$NSB"
+assert_ok CA pool create -s 2G tank "$T/a.img"
+assert_ok CB pool create -s 2G tank "$T/b.img"
+assert_ok CA create tank/src
+SRC=$T/src
+mkdir -p "$SRC"
+assert_ok CA mount tank/src "$SRC"
+FILES=(f0 f1)
+for f in "${FILES[@]}"; do head -c 4M /dev/urandom >"$SRC/$f"; done
+sync
+
+note "refusals: not paired; a pushed name; no common snapshot"
+# A bandwidth limit keeps each transfer long enough to be cut in its middle.
+assert_ok CB replication create p1 --pull --source "$SOURCE/tank/src" --target tank/dst \
+    --schedule 1h --keep "1h:every 5m" --bwlimit 20M --paused
+assert_eq "$(CB replication list -H p1 | cut -f2,3)" "$SOURCE/tank/src	tank/dst" "pull listed"
+assert_fails CB replication run p1
+assert_contains "$LAST_STDERR" "not paired with $SOURCE" "unpaired source"
+tok=$(assert_ok CA replication pair)
+assert_ok CB replication pair "$SOURCE" "$tok" >/dev/null
+assert_ok CA create tank/other
+assert_ok CA replication create p1 --source tank/other --target "$IPB:$PORT/tank/x" --paused
+assert_fails CB replication run p1
+assert_contains "$LAST_STDERR" "replication p1: this appliance has a push relationship of that name" \
+    "pushed name"
+assert_ok CA replication destroy p1
+assert_ok CB create tank/lone
+assert_ok CB snapshot tank/lone@mine
+assert_ok CB replication create p2 --pull --source "$SOURCE/tank/src" --target tank/lone --paused
+assert_fails CB replication run p2
+assert_contains "$LAST_STDERR" "no snapshot in common with 'tank/src'" "no common snapshot"
+assert_contains "$LAST_STDERR" "target $IPB/tank/lone" "the refusal names the target"
+assert_fails CB replication resync -f p2
+assert_contains "$LAST_STDERR" "resync of a pull relationship is not supported yet" "resync of a pull"
+assert_eq "$(CB list -H -t snapshot -o name tank/lone)" "tank/lone@mine" "target unchanged"
+assert_eq "$(CA list -H -t snapshot -o name tank/src | grep -c repl-p2 || true)" 0 \
+    "no source snapshot for a refused pull"
+
+note "a full cycle, then a later write"
+assert_ok CB replication run p1 >/dev/null
+same_as_source "${FILES[@]}"
+echo later >"$SRC/f2"
+FILES+=(f2)
+sync
+assert_ok CB replication run p1 >/dev/null
+same_as_source "${FILES[@]}"
+newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
+assert_eq "$(CB holds -H "$newest" | cut -f2)" "repl:p1" "target hold"
+assert_eq "$(CA holds -H "tank/src@${newest#*@}" | cut -f2)" "repl:p1" "source hold"
+
+# kill9_resume NODE: a cycle cut by a kill -9 of NODE after a checkpoint; the
+# next cycle resumes the transfer and the target equals the source.
+kill9_resume() {
+    head -c 48M /dev/urandom >"$SRC/f0"
+    sync
+    kill_mid_transfer "$1" 0.3
+    ok=
+    for ((i = 0; i < 15; i++)); do
+        if out=$(CB replication run p1 2>&1); then
+            ok=1
+            break
+        fi
+        sleep 1
+    done
+    [[ -n $ok ]] || fail "kill -9 of $1: no pull succeeded after it: $out"
+    assert_contains "$out" "resumed the interrupted transfer" "resumed after a kill -9 of $1"
+    same_as_source "${FILES[@]}"
+    assert_eq "$(CB debug call repl.list '{"name":"p1"}' | jq -r '.[0].last_error')" null \
+        "last error after the kill -9 of $1"
+}
+note "kill -9 of the source mid-transfer"
+kill9_resume A
+note "kill -9 of the target mid-transfer"
+kill9_resume B
+
+assert_ok CA unmount tank/src
+stop_node A
+stop_node B
+echo PASS
