@@ -388,9 +388,11 @@ impl Store {
         for &id in s_objs.range(skip_below..) {
             let si = s_os.info(id)?;
             let fi = f_ds.as_ref().and_then(|f| f.objset().info(id).ok());
-            let same_lineage = fi
-                .as_ref()
-                .is_some_and(|fi| fi.gen == si.gen && fi.blksz == si.blksz);
+            // The receiver's object holds the base's blocks whenever the base
+            // has an object of this id and block size (`recv_object` keeps
+            // them, lineage or not: an object deleted and recreated under the
+            // same id included); with another block size it starts empty.
+            let base_blocks = fi.as_ref().is_some_and(|fi| fi.blksz == si.blksz);
             if let (Some(fi), Some(f)) = (&fi, &f_ds) {
                 if *fi == si && f.objset().object_root(id)? == s_os.object_root(id)? {
                     continue;
@@ -406,10 +408,10 @@ impl Store {
             w.stats.objects += 1;
             let bs = si.blksz as u64;
             let nblocks = si.size.div_ceil(bs);
-            // The receiver's object already holds the base's blocks only when the
-            // object kept its lineage; otherwise it starts empty and holes are
-            // implicit.
-            let base = match (&f_ds, same_lineage) {
+            // Against those blocks: holes free what the base has there, and a
+            // block pointer equal to the base's is the same data (same address
+            // and birth). Without them holes are implicit.
+            let base = match (&f_ds, base_blocks) {
                 (Some(f), true) => Some(f.objset()),
                 _ => None,
             };

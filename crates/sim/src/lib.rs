@@ -416,6 +416,16 @@ impl Sim {
     /// Everything in the model is committed: the durable state and each
     /// dataset's history restart here.
     fn mark_durable(&mut self) {
+        if self.trace {
+            eprintln!(
+                "  durable: {:?}",
+                self.model
+                    .fs
+                    .iter()
+                    .map(|(n, f)| format!("{n} {}", shape(&f.objs)))
+                    .collect::<Vec<_>>()
+            );
+        }
         self.durable = self.model.clone();
         self.hist = self
             .model
@@ -429,6 +439,18 @@ impl Sim {
     /// commit happened inside the operation (before its change).
     fn note_change(&mut self, name: &str, pre: Objs, committed: bool) {
         let now = self.model.fs[name].objs.clone();
+        if self.trace {
+            eprintln!(
+                "  {name}: {} -> {}{}",
+                shape(&pre),
+                shape(&now),
+                if committed {
+                    " (a commit before it)"
+                } else {
+                    ""
+                }
+            );
+        }
         if committed && !self.devs[0].is_cut() {
             // The commit holds everything before this operation.
             let post = self.model.clone();
@@ -617,6 +639,9 @@ impl Sim {
         let name = self.rng.pick(&self.heads());
         let ds = self.store.dataset(&name).map_err(err("dataset"))?;
         let synced = self.store.synced_txg();
+        if self.trace {
+            eprintln!("  fsync {name}");
+        }
         self.check(&format!("fsync {name}"), ds.fsync())?;
         self.stats.fsyncs += 1;
         if self.devs[0].is_cut() {
@@ -652,6 +677,17 @@ impl Sim {
         Ok(())
     }
 
+    /// A failed operation returned: durable only if it committed (a receive
+    /// cut inside its BEGIN record fails before it creates anything, so it
+    /// commits nothing; one cut later syncs as it discards its partial state).
+    /// Marking an uncommitted state durable would let the model reject the
+    /// older acknowledged states a later power cut legitimately brings back.
+    fn committed_since(&mut self, synced: u64) {
+        if self.store.synced_txg() > synced {
+            self.committed();
+        }
+    }
+
     /// A catalog operation or sync returned: durable unless the power is cut.
     fn committed(&mut self) {
         if !self.devs[0].is_cut() {
@@ -674,6 +710,9 @@ impl Sim {
         }
         let snap = self.new_name("s");
         let full = format!("{name}@{snap}");
+        if self.trace {
+            eprintln!("  snapshot {full}");
+        }
         self.check(&full, self.store.snapshot(std::slice::from_ref(&full)))?;
         let fs = self.model.fs.get_mut(&name).unwrap();
         let objs = fs.objs.clone();
@@ -816,6 +855,7 @@ impl Sim {
         let target = format!("tank/{}", self.new_name("r"));
         if self.rng.chance(20) {
             let cut = self.rng.below(buf.len() as u64) as usize;
+            let synced = self.store.synced_txg();
             if self
                 .store
                 .receive(&target, &mut &buf[..cut], false, &mut |_| {})
@@ -827,11 +867,17 @@ impl Sim {
                 ));
             }
             self.stats.cut_streams += 1;
+            if self.trace {
+                eprintln!(
+                    "  receive {full} into {target} cut at {cut} of {}",
+                    buf.len()
+                );
+            }
             if self.devs[0].is_cut() {
                 return Ok(());
             }
-            // Nothing may be left (a synced partial receive is a durable point).
-            self.committed();
+            // Nothing may be left.
+            self.committed_since(synced);
             return self.check_catalog("after a cut stream");
         }
         let r = self
@@ -869,6 +915,7 @@ impl Sim {
         if !changed && self.rng.chance(25) {
             // A cut incremental stream onto an existing dataset leaves it as it was.
             let cut = self.rng.below(buf.len() as u64) as usize;
+            let synced = self.store.synced_txg();
             if self
                 .store
                 .receive(r, &mut &buf[..cut], false, &mut |_| {})
@@ -882,7 +929,7 @@ impl Sim {
             if self.devs[0].is_cut() {
                 return Ok(());
             }
-            self.committed();
+            self.committed_since(synced);
             return self.check_fs(r, "after a cut incremental stream");
         }
         let objs = self.model.fs[src]
