@@ -56,18 +56,8 @@ start_node B "$NSB" --replication "$TARGET"
 assert_ok CA pool create -s 8G tank "$T/a.img" >/dev/null
 assert_ok CB pool create -s 8G tank "$T/b.img" >/dev/null
 repl_pair
-for m in data:16K log:128K; do
-    assert_ok CA create -p -o "recordsize=${m#*:}" "tank/mysql/${m%:*}"
-    mkdir -p "$T/src/${m%:*}"
-    assert_ok CA mount "tank/mysql/${m%:*}" "$T/src/${m%:*}"
-done
-mariadb_init "$T/src/data" "$T/src/log" "$T/src/run"
-mariadb_start
-sql "create database sbtest"
-SB=(sysbench oltp_write_only --mysql-socket="$MY_SOCK" --mysql-user=root
-    --tables="$TABLES" --table-size="$TABLE_SIZE" --rand-type=uniform)
-note "sysbench prepare: $TABLES x $TABLE_SIZE rows"
-"${SB[@]}" prepare >"$ARTIFACTS/sb-prepare.log" 2>&1 || fail "sysbench prepare failed"
+note "MariaDB on A, sysbench prepare: $TABLES x $TABLE_SIZE rows"
+mysql_source_on_a "$TABLES" "$TABLE_SIZE"
 assert_ok CB create tank/dr
 
 note "load for ${TIME}s ($THREADS threads), relationship db every $SCHEDULE"

@@ -172,3 +172,21 @@ kill_mid_transfer() {
     wait "$run_pid" 2>/dev/null || true
     restart_node "$1"
 }
+
+# mysql_source_on_a TABLES ROWS: MariaDB on A's tank/mysql/data (16K) and log
+# (128K), mounted under $T/src, with sysbench's oltp_write_only tables prepared;
+# SB holds the sysbench command for later runs (needs fuse_lib.sh).
+mysql_source_on_a() {
+    local tables=$1 rows=$2 m
+    for m in data:16K log:128K; do
+        assert_ok CA create -p -o "recordsize=${m#*:}" "tank/mysql/${m%:*}"
+        mkdir -p "$T/src/${m%:*}"
+        assert_ok CA mount "tank/mysql/${m%:*}" "$T/src/${m%:*}"
+    done
+    mariadb_init "$T/src/data" "$T/src/log" "$T/src/run"
+    mariadb_start
+    sql "create database sbtest"
+    SB=(sysbench oltp_write_only --mysql-socket="$MY_SOCK" --mysql-user=root
+        --tables="$tables" --table-size="$rows" --rand-type=uniform)
+    "${SB[@]}" prepare >"$ARTIFACTS/sb-prepare.log" 2>&1 || fail "sysbench prepare failed"
+}

@@ -76,17 +76,7 @@ assert_ok CB pool create -s 2G tank "$T/b.img"
 repl_pair
 
 note "MariaDB on A's datasets, sysbench tables"
-for m in data:16K log:128K; do
-    assert_ok CA create -p -o "recordsize=${m#*:}" "tank/mysql/${m%:*}"
-    mkdir -p "$T/src/${m%:*}"
-    assert_ok CA mount "tank/mysql/${m%:*}" "$T/src/${m%:*}"
-done
-mariadb_init "$T/src/data" "$T/src/log" "$T/src/run"
-mariadb_start
-sql "create database sbtest"
-SB=(sysbench oltp_write_only --mysql-socket="$MY_SOCK" --mysql-user=root
-    --tables=3 --table-size=10000 --rand-type=uniform)
-"${SB[@]}" prepare >"$ARTIFACTS/sb-prepare.log" 2>&1 || fail "sysbench prepare failed"
+mysql_source_on_a 3 10000
 
 note "relationship db: the MySQL set tank/mysql/data,log to B's tank/dr"
 assert_ok CB create tank/dr

@@ -284,11 +284,7 @@ impl Daemon {
     pub(super) fn pool_export(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
-        self.stop_serving(|n| volumes::is_under(n, &name));
-        if let Err(e) = self.unmount_pool(Some(&name), false) {
-            let _ = self.record_mounts(&name);
-            return Err(e);
-        }
+        self.stop_pool_clients(&name)?;
         let store = {
             let pools = self.pools.read();
             match pools.get(&name) {
@@ -306,14 +302,22 @@ impl Daemon {
         Ok(json!({ "name": name }))
     }
 
+    /// Before a pool leaves (export, destroy): stop serving its volumes and
+    /// unmount its filesystems. A busy mount refuses, and the mounts still up
+    /// are recorded, so the pool stays as it was apart from its stopped volumes.
+    fn stop_pool_clients(&self, name: &str) -> Result<(), String> {
+        self.stop_serving(|n| volumes::is_under(n, name));
+        if let Err(e) = self.unmount_pool(Some(name), false) {
+            let _ = self.record_mounts(name);
+            return Err(e);
+        }
+        Ok(())
+    }
+
     pub(super) fn pool_destroy(&self, a: &Args) -> OpResult {
         let name = a.str("name")?;
         let _g = self.admin.lock();
-        self.stop_serving(|n| volumes::is_under(n, &name));
-        if let Err(e) = self.unmount_pool(Some(&name), false) {
-            let _ = self.record_mounts(&name);
-            return Err(e);
-        }
+        self.stop_pool_clients(&name)?;
         let store = self.store(&name)?;
         self.release_fs(&name);
         store.destroy_pool().map_err(se)?;
