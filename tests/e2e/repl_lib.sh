@@ -190,3 +190,18 @@ mysql_source_on_a() {
         --tables="$tables" --table-size="$rows" --rand-type=uniform)
     "${SB[@]}" prepare >"$ARTIFACTS/sb-prepare.log" 2>&1 || fail "sysbench prepare failed"
 }
+
+# run_until_ok NODE NAME: `replication run NAME` on node NODE (A or B), tried
+# once a second for 15 s (after a fault the other side may hold the receive
+# until its timeout, and a cycle is refused until then, changing nothing); the
+# last output in $out; the test fails if no cycle succeeds.
+run_until_ok() {
+    local node=$1 name=$2 i
+    for ((i = 0; i < 15; i++)); do
+        if out=$("C$node" replication run "$name" 2>&1); then
+            return 0
+        fi
+        sleep 1
+    done
+    fail "replication run $name on $node: no cycle succeeded in 15 s after the fault: $out"
+}

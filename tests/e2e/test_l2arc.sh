@@ -25,12 +25,29 @@ DAEMON_ARGS=(--arc-max 8M)
 c0_col() { status_col "$("$C" pool status tank)" c0 "$1"; }
 c0_hits() { c0_col 11; }
 
-read_all() {
-    local i
+# write_three DS SEED IDS: three objects of LEN bytes in DS (pattern seeds
+# SEED, SEED+1, SEED+2), fsynced; their ids into the array named IDS.
+write_three() {
+    local ds=$1 seed=$2 i
+    local -n ids=$3
+    ids=()
     for i in 0 1 2; do
-        assert_ok "$C" debug read tank/d "${OBJ[i]}" --seed $((40 + i)) --len "$LEN" >/dev/null
+        ids+=("$(assert_ok "$C" debug create "$ds")")
+        assert_ok "$C" debug write "$ds" "${ids[i]}" --seed $((seed + i)) --len "$LEN"
+    done
+    assert_ok "$C" debug fsync "$ds"
+}
+
+# read_three DS SEED IDS: read back (and check) what write_three wrote.
+read_three() {
+    local ds=$1 seed=$2 i
+    local -n ids=$3
+    for i in 0 1 2; do
+        assert_ok "$C" debug read "$ds" "${ids[i]}" --seed $((seed + i)) --len "$LEN" >/dev/null
     done
 }
+
+read_all() { read_three tank/d 40 OBJ; }
 
 start_daemon
 
@@ -53,12 +70,7 @@ assert_contains "$LAST_STDERR" "in use by pool 'tank'"
 
 note "48 MiB written (the ARC holds 8), then read twice"
 assert_ok "$C" create -o compression=off tank/d
-OBJ=()
-for i in 0 1 2; do
-    OBJ+=("$(assert_ok "$C" debug create tank/d)")
-    assert_ok "$C" debug write tank/d "${OBJ[i]}" --seed $((40 + i)) --len "$LEN"
-done
-assert_ok "$C" debug fsync tank/d
+write_three tank/d 40 OBJ
 # The start of a second that no earlier read falls in: analytics count whole
 # seconds, so a check "from T" must not share T with what came before it.
 fresh_second() {
@@ -133,18 +145,8 @@ assert_eq "$(status_col "$st" c1 2)" ONLINE "c1 state"
 
 note "secondarycache=none: tank/n's blocks are kept off the cache device"
 assert_ok "$C" create -o compression=off -o secondarycache=none tank/n
-NOBJ=()
-for i in 0 1 2; do
-    NOBJ+=("$(assert_ok "$C" debug create tank/n)")
-    assert_ok "$C" debug write tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN"
-done
-assert_ok "$C" debug fsync tank/n
-read_n() {
-    local i
-    for i in 0 1 2; do
-        assert_ok "$C" debug read tank/n "${NOBJ[i]}" --seed $((50 + i)) --len "$LEN" >/dev/null
-    done
-}
+write_three tank/n 50 NOBJ
+read_n() { read_three tank/n 50 NOBJ; }
 T2=$(fresh_second)
 read_n
 sleep 0.5 # the feeder writes what it was given every 200 ms

@@ -73,15 +73,7 @@ kill9_resume() {
     head -c 48M /dev/urandom >"$SRC/f0"
     sync
     kill_mid_transfer "$1" 0.3
-    ok=
-    for ((i = 0; i < 15; i++)); do
-        if out=$(CB replication run p1 2>&1); then
-            ok=1
-            break
-        fi
-        sleep 1
-    done
-    [[ -n $ok ]] || fail "kill -9 of $1: no pull succeeded after it: $out"
+    run_until_ok B p1
     assert_contains "$out" "resumed the interrupted transfer" "resumed after a kill -9 of $1"
     same_as_source "${FILES[@]}"
     assert_eq "$(CB debug call repl.list '{"name":"p1"}' | jq -r '.[0].last_error')" null \
