@@ -448,6 +448,22 @@ fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
     out
 }
 
+/// A pool on one device (manual txgs) with an object in `tank`, whose log has
+/// had its first write (which waits for a txg), so later fsyncs only log.
+fn one_device_logged_object() -> (
+    Vec<SimDevice>,
+    Arc<Store>,
+    Arc<cachalot_datasets::Dataset>,
+    u64,
+) {
+    let data = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let obj = ds.create_object().unwrap();
+    ds.fsync().unwrap();
+    (data, store, ds, obj)
+}
+
 /// A block written by reference at an fsync is linked by its txg's sync (not
 /// written twice) when the txg still holds the bytes it was written from; a
 /// rewrite of the same block in the same txg after the fsync wins, whole or
@@ -456,11 +472,7 @@ fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
 #[test]
 fn write_by_reference_is_linked_or_superseded() {
     const BS: usize = 128 * 1024;
-    let data = sim_devices(1, 64 << 20);
-    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
-    let ds = store.dataset("tank").unwrap();
-    let obj = ds.create_object().unwrap();
-    ds.fsync().unwrap(); // the first log write waits for a txg
+    let (data, store, ds, obj) = one_device_logged_object();
     let (a, b) = (Rng(1).bytes(BS), Rng(2).bytes(BS));
     // Linked: the tree points at the logged block.
     ds.write(obj, 0, &a).unwrap();
@@ -510,11 +522,7 @@ fn write_by_reference_is_linked_or_superseded() {
 #[test]
 fn write_behind_blocks_are_logged_and_linked_not_rewritten() {
     const BS: usize = 128 * 1024;
-    let data = sim_devices(1, 64 << 20);
-    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
-    let ds = store.dataset("tank").unwrap();
-    let obj = ds.create_object().unwrap();
-    ds.fsync().unwrap(); // the first log write waits for a txg
+    let (data, store, ds, obj) = one_device_logged_object();
     let a = Rng(1).bytes(2 * BS);
     ds.write_behind(obj, 0, &a, false).unwrap();
     let before = data[0].writes_issued();
