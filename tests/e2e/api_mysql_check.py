@@ -117,6 +117,7 @@ if PHASE == "running":
                      "cloning and mounting tank/mysql/log@s1", "writing the server's config",
                      "starting the server (crash recovery)", "starting replication"], steps
     assert events(job["id"], last_event_id=2) == evs[2:], "Last-Event-ID resumes after that change"
+    assert events(job["id"], last_event_id=999) == evs[-1:], "an id from the future still gets the end"
     assert [k for k, _ in events(job["id"])] == ["done"], "a finished job's stream is its end"
     report = last["detail"]
     pid = report["server"]["pid"]

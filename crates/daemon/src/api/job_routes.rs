@@ -14,8 +14,9 @@
 //! - The event stream sends the job's JSON each time it changes (`progress`),
 //!   every kept change even when several happened between two looks (see
 //!   [`super::jobs::CHANGES_KEPT`]), then once with the final state (`done` or
-//!   `failed`) and ends; it also ends when
-//!   the job is dropped or the daemon shuts down, so it never outlives its job.
+//!   `failed`) and ends; it also ends when the job is dropped or the daemon
+//!   shuts down, so it never outlives its job, and it always reaches the job's
+//!   current state whatever `Last-Event-ID` a client sends.
 //! - A send never overwrites: the file must not exist (it is created new, mode
 //!   0600, in an existing directory); a send that fails removes its file, so a
 //!   file left by a `done` job is always a whole stream.
@@ -245,18 +246,17 @@ async fn job_events(
     let n: u64 = id
         .parse()
         .map_err(|_| ApiError::invalid(format!("job id '{id}' is not a number")))?;
-    let Some(start) = d.api.jobs.stream_start(n) else {
+    // A browser's EventSource that reconnects says which event it saw last (each
+    // event's id is the job's change number): go on after it.
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(start) = d.api.jobs.stream_start(n, after) else {
         return Err(ApiError::new(
             "not_found",
             format!("job {n} does not exist"),
         ));
     };
-    // A browser's EventSource that reconnects says which event it saw last (each
-    // event's id is the job's change number): go on after it.
-    let start = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(start);
     // State: the job, the number of the last change sent, the changes fetched
     // but not yet sent, and whether the final state was sent.
     let stream = futures_util::stream::unfold(

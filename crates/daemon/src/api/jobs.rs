@@ -140,12 +140,17 @@ impl Jobs {
     }
 
     /// Where a new event stream of job `id` starts (the `seq` to give
-    /// [`Jobs::changes_after`]): a running job's stream sends every kept state, a
-    /// finished job's only its final state. None when there is no such job.
-    pub fn stream_start(&self, id: u64) -> Option<u64> {
+    /// [`Jobs::changes_after`]): after change `after` when the client names one
+    /// (`Last-Event-ID`), else a running job's stream sends every kept state and
+    /// a finished job's only its final state. Never past the job's current
+    /// state, which is always sent: a number from the future (a hostile or
+    /// confused client) would otherwise wait for a change that never comes.
+    /// None when there is no such job.
+    pub fn stream_start(&self, id: u64, after: Option<u64>) -> Option<u64> {
         let jobs = self.jobs.lock();
         let (seq, job) = jobs.get(&id)?.recent.back()?;
-        Some(if job.state == "running" { 0 } else { seq - 1 })
+        let default = if job.state == "running" { 0 } else { seq - 1 };
+        Some(after.map_or(default, |a| a.min(seq - 1)))
     }
 
     /// The kept states of job `id` numbered after `seq`, oldest first (empty when
@@ -338,12 +343,12 @@ mod tests {
         assert_eq!(j.get(id).unwrap().detail["step"], "replicate");
         assert!(j.changes_after(id + 1, 0).is_none());
         assert_eq!(
-            j.stream_start(id),
+            j.stream_start(id, None),
             Some(0),
             "a running job's stream sends all"
         );
         j.update(id, |x| x.state = "done".into());
-        let start = j.stream_start(id).unwrap();
+        let start = j.stream_start(id, None).unwrap();
         let last = j.changes_after(id, start).unwrap();
         assert_eq!(
             last.len(),
@@ -351,7 +356,10 @@ mod tests {
             "a finished job's stream sends its final state"
         );
         assert_eq!(last[0].1.state, "done");
-        assert!(j.stream_start(id + 1).is_none());
+        assert!(j.stream_start(id + 1, None).is_none());
+        // A client's last event id resumes after it, but never past the end.
+        assert_eq!(j.stream_start(id, Some(2)), Some(2));
+        assert_eq!(j.stream_start(id, Some(999)), Some(start));
     }
 
     #[test]
