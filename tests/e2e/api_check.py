@@ -149,7 +149,7 @@ refused_mount(f"{data}/mount", {"mountpoint": mnt, "bogus": 1}, 400, "invalid_re
 refused_mount(f"{data}/mount", {"mountpoint": 5}, 400, "invalid_request")
 refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/afile"}, 422, "failed")
 refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/full"}, 422, "failed")
-refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/nothere"}, 404, "not_found")
+refused_mount(f"{data}/mount", {"mountpoint": f"{WORK}/afile/sub"}, 422, "failed")
 refused_mount(f"/datasets/{q('tank/nosuch')}/mount", {"mountpoint": mnt}, 404, "not_found")
 refused_mount(f"/datasets/{q('tank/vol')}/mount", {"mountpoint": mnt}, 400, "invalid_request")
 refused_mount(f"/datasets/{q('tank/mysql/data@s1')}/mount", {"mountpoint": mnt}, 400, "invalid_request")
@@ -171,6 +171,14 @@ ok("POST", f"{data}/mount", {"mountpoint": mnt2})
 assert open(f"{mnt2}/hello.txt").read() == "written through the API's mount\n", "the file is in the dataset"
 ok("POST", f"{data}/unmount", {"force": True})
 assert ok("GET", "/mounts") == [] and not os.path.ismount(mnt2)
+# A missing mount point is made, parents too, 0755 and owned by the daemon's user (as zfs).
+made = f"{WORK}/nothere/deep"
+ok("POST", f"{data}/mount", {"mountpoint": made})
+assert os.path.ismount(made), made
+ok("POST", f"{data}/unmount")
+for d in (f"{WORK}/nothere", made):
+    st = os.stat(d)
+    assert oct(st.st_mode & 0o7777) == "0o755" and st.st_uid == os.getuid(), (d, oct(st.st_mode), st.st_uid)
 
 print("--- analytics")
 stats = ok("GET", "/analytics/stats")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # timeout: 120
-# mount/unmount contract and bad input: unknown dataset, volume, missing, file,
-# non-empty and busy mount points, double mounts, busy unmount (and -f), destroy
-# of a mounted dataset, the mountpoint property as default path, export with
-# mounts, SIGTERM with a busy mount. Every error is one clean line.
+# mount/unmount contract and bad input: unknown dataset, volume, file and
+# non-empty and busy mount points, a missing one (made, 0755, parents too),
+# double mounts, busy unmount (and -f), destroy of a mounted dataset, the
+# mountpoint property as default path, export with mounts, SIGTERM with a busy mount. Every error is one clean line.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -22,8 +22,13 @@ assert_ok "$C" create -V 64M tank/vol
 assert_fails "$C" mount tank/nope "$T/a"
 assert_fails "$C" mount tank/vol "$T/a"
 assert_contains "$LAST_STDERR" "volume"
-assert_fails "$C" mount tank/a "$T/missing"
-assert_contains "$LAST_STDERR" "does not exist"
+assert_fails "$C" mount tank/a "$T/plainfile/sub"
+assert_contains "$LAST_STDERR" "Not a directory"
+note "a missing mount point is made (parents too, 0755, owned by root), as zfs does"
+assert_ok "$C" mount tank/a "$T/missing/deep"
+mountpoint -q "$T/missing/deep" || fail "tank/a is not mounted on the mount point it made"
+assert_ok "$C" unmount tank/a
+assert_eq "$(stat -c '%a %U' "$T/missing" "$T/missing/deep" | sort -u)" "755 $(id -un)" "the mode and owner of the made directories"
 assert_fails "$C" mount tank/a "$T/plainfile"
 assert_contains "$LAST_STDERR" "not a directory"
 assert_fails "$C" mount tank/a "$T/full"

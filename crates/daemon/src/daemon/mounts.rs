@@ -7,8 +7,12 @@
 //! - `pools.json` lists exactly the mounts that are up (or that were up when the
 //!   daemon stopped), so a restart re-mounts them; a failed re-mount is logged and
 //!   dropped from the list.
-//! - A mount point must be an existing, empty directory that nothing is mounted
-//!   on; a dead FUSE mount left there by a killed daemon is detached first.
+//! - A mount point must be an empty directory that nothing is mounted on; a dead
+//!   FUSE mount left there by a killed daemon is detached first. A missing one is
+//!   made, with its missing parents, mode 0755 and owned by the daemon's user
+//!   (root on an appliance), as zfs does; a path that exists but is not a
+//!   directory is refused. If the mount then fails, the directories it made are
+//!   removed again, so a refusal leaves nothing behind.
 //! - Every pool change that removes datasets (export, destroy) unmounts them first
 //!   and fails at the first busy one (the pool stays; what was unmounted stays
 //!   unmounted and pools.json says so).
@@ -35,13 +39,68 @@ impl Drop for MountEntry {
     }
 }
 
-fn check_mount_point(path: &Path) -> Result<PathBuf, String> {
+/// The directories a mount made for its mount point (leaf first), removed on
+/// drop unless the mount succeeded ([`MadeDirs::keep`]).
+#[derive(Default)]
+struct MadeDirs(Vec<PathBuf>);
+
+impl MadeDirs {
+    fn keep(mut self) {
+        self.0.clear();
+    }
+}
+
+impl Drop for MadeDirs {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// Make the missing directories of `path` (absolute), mode 0755.
+fn make_mount_point(path: &Path) -> Result<MadeDirs, String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let mut made = MadeDirs::default();
+    let mut missing: Vec<&Path> = path
+        .ancestors()
+        .take_while(|p| {
+            matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        })
+        .collect();
+    missing.reverse();
+    for dir in missing {
+        // The explicit chmod: 0755 whatever the daemon's umask.
+        let res = std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(dir)
+            .and_then(|()| {
+                made.0.insert(0, dir.to_path_buf());
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            });
+        match res {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(format!(
+                    "mount point {}: cannot create {}: {e}",
+                    path.display(),
+                    dir.display()
+                ))
+            }
+        }
+    }
+    Ok(made)
+}
+
+fn check_mount_point(path: &Path) -> Result<(PathBuf, MadeDirs), String> {
     if !path.is_absolute() {
         return Err(format!(
             "{}: mount point must be an absolute path",
             path.display()
         ));
     }
+    let made = make_mount_point(path)?;
     if cachalot_fuse::clear_stale(path) {
         super::log(format!("{}: detached a dead mount", path.display()));
     }
@@ -63,7 +122,7 @@ fn check_mount_point(path: &Path) -> Result<PathBuf, String> {
     if rd.next().is_some() {
         return Err(format!("mount point {} is not empty", path.display()));
     }
-    Ok(canon)
+    Ok((canon, made))
 }
 
 impl Daemon {
@@ -128,7 +187,7 @@ impl Daemon {
                 mp
             }
         };
-        let canon = check_mount_point(Path::new(&path))?;
+        let (canon, made) = check_mount_point(Path::new(&path))?;
         if let Some((other, _)) = self.mounts.lock().iter().find(|(_, e)| e.path == canon) {
             return Err(format!(
                 "mount point {path} is busy: '{other}' is mounted there"
@@ -146,6 +205,7 @@ impl Daemon {
                 return Err(format!("cannot mount '{name}' at {path}: {e}"));
             }
         };
+        made.keep();
         super::log(format!("mounted '{name}' at {}", canon.display()));
         self.mounts.lock().insert(
             name.to_string(),
@@ -241,5 +301,39 @@ impl Daemon {
         if let Err(e) = self.record_mounts(pool) {
             super::log(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn missing_mount_points_are_made_and_removed_on_failure() {
+        let t = std::env::temp_dir().join(format!("cachalot-mkmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&t);
+        std::fs::create_dir_all(&t).unwrap();
+        let deep = t.join("a/b/c");
+        let made = make_mount_point(&deep).unwrap();
+        for d in ["a", "a/b", "a/b/c"] {
+            let m = std::fs::metadata(t.join(d)).unwrap();
+            assert!(
+                m.is_dir() && m.permissions().mode() & 0o7777 == 0o755,
+                "{d}"
+            );
+        }
+        drop(made); // a failed mount: what it made goes again
+        assert!(!t.join("a").exists());
+        make_mount_point(&deep).unwrap().keep();
+        assert!(deep.is_dir());
+        // An existing directory: nothing made, nothing removed.
+        drop(make_mount_point(&deep).unwrap());
+        assert!(deep.is_dir());
+        // A file on the way: refused by the checks, nothing made.
+        std::fs::write(t.join("f"), b"x").unwrap();
+        let err = check_mount_point(&t.join("f/sub")).err().unwrap();
+        assert!(err.contains("Not a directory"), "{err}");
+        std::fs::remove_dir_all(&t).unwrap();
     }
 }
