@@ -12,7 +12,9 @@
 # takes (a refused send leaves no file and never overwrites one); a filesystem is
 # mounted, written through, unmounted and mounted again to read it back (refusals
 # mount nothing). The MySQL
-# routes need MariaDB: test_api_mysql.sh.
+# routes need MariaDB: test_api_mysql.sh. The first token comes from the one-time
+# setup code (api_first_token.py) and drives the whole run; a missing mount point
+# is made (0755, parents too).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -20,6 +22,13 @@ C=$CACHALOT
 start_daemon
 WORK=$(mktmp)
 addr=$(cat "$HOME_DIR/http.addr")
+
+note "first token from the setup code (no CLI): wrong code refused, right code once"
+[[ $(stat -c %a "$HOME_DIR/setup-code") == 600 ]] || fail "setup-code is not 0600"
+CODE=$(cat "$HOME_DIR/setup-code")
+FIRST=$(python3 "$REPO/tests/e2e/api_first_token.py" "$addr" "$CODE" "$HOME_DIR/setup-code" "$C")
+[[ $FIRST =~ ^[0-9a-f]{64}$ ]] || fail "the first token is '$FIRST'"
+[[ ! -e $HOME_DIR/setup-code ]] || fail "the setup code's file outlived its use"
 
 note "tokens: create, list (no secret shown)"
 TOKEN=$(assert_ok "$C" token create e2e)
@@ -31,7 +40,8 @@ assert_fails "$C" token create e2e
 assert_fails "$C" token create "bad name"
 assert_fails "$C" token revoke nosuch
 
-python3 "$REPO/tests/e2e/api_check.py" "$addr" "$TOKEN" "$C" "$WORK" "$ARTIFACTS"
+# The whole API run on the token the setup code gave: it works for every change.
+python3 "$REPO/tests/e2e/api_check.py" "$addr" "$FIRST" "$C" "$WORK" "$ARTIFACTS"
 
 note "revoked token: 403, nothing changed"
 assert_ok "$C" token revoke e2e
@@ -52,7 +62,10 @@ PY
 assert_eq "$("$C" list -H -t all -o name)" "$before" "a refused request changed nothing"
 
 note "the secret is in no log"
-if grep -q "$TOKEN" "$ARTIFACTS/daemon.log"; then fail "the token secret is in daemon.log"; fi
+for secret in "$TOKEN" "$FIRST" "$CODE"; do
+    if grep -q "$secret" "$ARTIFACTS/daemon.log"; then fail "a secret (token or setup code) is in daemon.log"; fi
+done
+assert_contains "$(cat "$ARTIFACTS/daemon.log")" "$HOME_DIR/setup-code" "the log says where the setup code is"
 assert_contains "$(cat "$ARTIFACTS/daemon.log")" "API token 'e2e' revoked" "the log names the token"
 stop_daemon
 echo "PASS"

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # timeout: 120
 # The managing web UI in headless Chromium, driven by real clicks and keystrokes
-# (chromedriver's WebDriver API, tests/e2e/webdriver.py): type the API token,
+# (chromedriver's WebDriver API, tests/e2e/webdriver.py): make the first API
+# token from the one-time setup code (a wrong code is refused and makes none),
 # create a pool from a file, create the MySQL datasets (16K data / 128K log, with
 # the reason shown), mount one from its row and write through the mount, then
 # unmount it (a CLI re-mount reads the file back), take snapshots, clone one, roll back through the confirmation
 # that lists what is lost (cancel first: nothing changes), share over NFS, create
-# a volume and share it over iSCSI and NBD (`share list` shows both), create a
-# replication relationship to a real peer (a second daemon), resume, pause, run
+# a volume and share it over iSCSI and NBD (`share list` shows both), pair with
+# a real peer (a second daemon: its own first run and pairing token in its own
+# web UI, the pairing in ours; no CLI), create a
+# replication relationship to it, resume, pause, run
 # it (the peer has the snapshot) and destroy it, and see a change refused without
 # the token. Each step is checked through the CLI afterwards; each shows its CLI
 # equivalent; screenshots go to $ARTIFACTS.
@@ -18,40 +21,70 @@ need_browser
 C=$CACHALOT
 start_daemon
 WORK=$(mktmp)
-TOKEN=$(assert_ok "$C" token create ui)
 
-# The replication peer: a second daemon with a pool "backup", paired with ours.
+# The replication peer: a second daemon with a pool "backup" and its own web UI,
+# paired with ours by clicks below.
 PEER=$(mktmp)
-"$C" serve --home "$PEER" --socket "$PEER/s.sock" --http none --iscsi off --nbd off --nfs off \
+"$C" serve --home "$PEER" --socket "$PEER/s.sock" --http 127.0.0.1:0 --iscsi off --nbd off --nfs off \
     --portmap off --replication 127.0.0.1:0 >"$ARTIFACTS/peer.log" 2>&1 &
 PEER_PID=$!
 background "$PEER_PID"
 for ((i = 0; i < 200; i++)); do
-    [[ -s $PEER/replication.addr ]] && "$C" --socket "$PEER/s.sock" pool list >/dev/null 2>&1 && break
+    [[ -s $PEER/replication.addr && -s $PEER/http.addr ]] && "$C" --socket "$PEER/s.sock" pool list >/dev/null 2>&1 && break
     _alive "$PEER_PID" || fail "the peer daemon exited during startup (see $ARTIFACTS/peer.log)"
     sleep 0.1
 done
 PEER_ADDR=$(cat "$PEER/replication.addr")
 assert_ok "$C" --socket "$PEER/s.sock" pool create -s 256M backup "$PEER/d0.img" >/dev/null
-PAIR=$(assert_ok "$C" --socket "$PEER/s.sock" replication pair)
-assert_ok "$C" replication pair "$PEER_ADDR" "$PAIR" >/dev/null
 
-browser_python "$TOKEN" "$WORK" "$PEER/s.sock" "$PEER_ADDR" <<'PY'
+browser_python "$WORK" "$PEER" "$PEER_ADDR" <<'PY'
 import os
 import sys
 
 from clients import cli, prop  # tests/e2e/clients.py
 from webdriver import ManagePage  # tests/e2e/webdriver.py
 
-token, work, peer_sock, peer_addr = sys.argv[1:5]
+work, peer_home, peer_addr = sys.argv[1:4]
+home = os.environ["HOME_DIR"]
 
 
 def peer(*args):
-    return cli("--socket", peer_sock, *args)
+    return cli("--socket", f"{peer_home}/s.sock", *args)
 
+
+def setup_code(h):
+    """What the user reads on the appliance (root only: sudo cat HOME/setup-code)."""
+    with open(f"{h}/setup-code") as f:
+        return f.read().strip()
+
+
+# The peer's side of the pairing, in its own web UI: its first run, then a pairing token.
+with ManagePage(home=peer_home) as p:
+    p.first_run(setup_code(peer_home))
+    p.click("#m-pair-make")
+    p.done("a pairing token on the peer", "cachalot replication pair")
+    pair_token = p.js("return document.getElementById('m-pair-made').value")
+    peer_key = p.js("return document.getElementById('m-pair-key').textContent").rsplit(" ", 1)[1]
+    assert len(pair_token) > 20 and peer_key, (pair_token, peer_key)
+    p.shot("0-peer-pairing-token")
+    peer_clicks = p.clicks
 
 with ManagePage() as b:
-    b.login(token)
+    # First run: a wrong setup code is refused and makes no token; the right one
+    # makes the token this tab then uses.
+    b.open("/#/manage")
+    b.wait("the first-run box", "return !document.getElementById('m-first').hidden")
+    assert b.js("return document.getElementById('m-first-file').textContent") == f"{home}/setup-code"
+    b.type("#m-first-code", "0" * 32)
+    b.click("#m-first-go")
+    msg = b.refused("the wrong setup code", "0-wrong-setup-code")
+    assert "wrong setup code" in msg and "(forbidden)" in msg, msg
+    assert cli("token", "list", "-H").split("\t")[0] == "default" and len(cli("token", "list", "-H").splitlines()) == 1
+    token = b.first_run(setup_code(home))
+    assert [r.split("\t")[0] for r in cli("token", "list", "-H").splitlines()] == ["default", "admin"]
+    assert not os.path.exists(f"{home}/setup-code"), "the setup code is used up"
+    assert len(token) == 64, token
+    b.shot("0-first-token")
 
     img = f"{work}/ui0.img"
     b.type("#m-pool-files", img)
@@ -166,7 +199,18 @@ with ManagePage() as b:
     b.done("NBD unshare", "cachalot set sharenbd=off tank/vol1")
     assert prop("tank/vol1", "sharenbd") == "off" and prop("tank/vol1", "shareiscsi") == "on"
 
-    # Replication to a real peer (a second daemon, paired through the CLI): the
+    # Pairing by clicks with the token the peer's UI made: both sides pin each other.
+    b.type("#m-pair-addr", peer_addr)
+    b.type("#m-pair-token", pair_token)
+    b.click("#m-pair-go")
+    b.done("pair", f"cachalot replication pair {peer_addr} TOKEN")
+    ours = cli("replication", "peers", "-H").split("\t")
+    assert ours[:2] == [peer_key, peer_addr], (ours, peer_key)
+    assert len(peer("replication", "peers", "-H").splitlines()) == 1, peer("replication", "peers", "-H")
+    b.wait("the peer in the table", f"return document.querySelector('#m-peers tr[data-peer=\"{peer_addr}\"]') !== null")
+    b.shot("8b-paired")
+
+    # Replication to the real peer paired above: the
     # relationship is created paused by clicks, run now (the peer then has the
     # snapshot, and the list shows the lag), resumed and paused, and destroyed
     # through its confirmation (the peer's copy stays).
@@ -218,7 +262,8 @@ with ManagePage() as b:
     msg = b.refused("the refusal", "10-refused-without-token")
     assert "unauthorized" in msg, msg
     assert "nope" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
-    print(f"ok: the web UI managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD shares and replication ({b.clicks} clicks)")
+    print(f"ok: the web UI made the first token and managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD "
+          f"shares, pairing and replication ({b.clicks} clicks here, {peer_clicks} on the peer)")
 PY
 stop_daemon
 kill -TERM "$PEER_PID"

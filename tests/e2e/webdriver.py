@@ -9,11 +9,12 @@ scripts run their Python with lib.sh's browser_python, after start_daemon:
 Browser starts its own chromedriver on a free port (its log goes to
 $ARTIFACTS/chromedriver.log) and a browser profile in a temporary directory, and
 ends both when the `with` block ends, also on failure; the page's address is the
-daemon's HTTP listener ($HOME_DIR/http.addr). A timeout of the test kills the
+daemon's HTTP listener ($HOME_DIR/http.addr, or HOME/http.addr of another
+daemon's HOME given as Browser(home=HOME)). A timeout of the test kills the
 script's process group, chromedriver with it.
 
-ManagePage adds typing into fields, saving the API token and waiting for an
-action's report on the managing page (#/manage, tests/e2e/test_manage_ui*.sh).
+ManagePage adds typing into fields, saving the API token (or making the first
+one from the daemon's one-time setup code) and waiting for an action's report on the managing page (#/manage, tests/e2e/test_manage_ui*.sh).
 """
 import base64
 import json
@@ -34,9 +35,9 @@ def _free_port():
 
 
 class Browser:
-    def __init__(self):
+    def __init__(self, home=None):
         self.artifacts = os.environ["ARTIFACTS"]
-        with open(os.path.join(os.environ["HOME_DIR"], "http.addr")) as f:
+        with open(os.path.join(home or os.environ["HOME_DIR"], "http.addr")) as f:
             self.base = "http://" + f.read().strip()
         self.clicks = 0
         self.session = None
@@ -149,6 +150,19 @@ class ManagePage(Browser):
         self.wait("the manage page", "return !document.getElementById('page-manage').hidden")
         self.type("#m-token", token)
         self.click("#m-token-save")
+
+    def first_run(self, code, name="admin"):
+        """Open the managing page of a daemon with no API token yet and make the
+        first one from its one-time setup CODE (the first-run box; one click).
+        Returns the new token as the page shows it."""
+        self.open("/#/manage")
+        self.wait("the first-run box", "return !document.getElementById('m-first').hidden")
+        self.type("#m-first-code", code)
+        self.type("#m-first-name", name)
+        self.click("#m-first-go")
+        self.done("first token", f"cachalot token create {name}")
+        assert self.js("return document.getElementById('m-first').hidden"), "the first-run box stays"
+        return self.js("return document.getElementById('m-token-new').value")
 
     def done(self, what, cli_prefix, timeout=30):
         """Wait for the action's report; it must name its CLI equivalent."""

@@ -307,6 +307,27 @@ op! {
 }
 
 op! {
+    /// Make a one-time pairing token on this appliance (valid one hour), to give
+    /// to the appliance that pairs with this one (`repl.pair` there).
+    ReplPairToken = "repl.pair_token" {}
+}
+
+op! {
+    /// Pair with the appliance whose replication listener is `address`
+    /// (`HOST:PORT`), with a pairing token it made: each side pins the other's key.
+    ReplPair = "repl.pair" {
+        pub address: String,
+        pub token: String,
+    }
+}
+
+op! {
+    /// The paired appliances: key fingerprint, address (when this side dialled),
+    /// when paired.
+    ReplPeers = "repl.peers" {}
+}
+
+op! {
     /// Create a replication relationship: send `source` to a paired appliance's
     /// `target` (`HOST:PORT/FS`) every `schedule`. A MySQL set names its
     /// datasets comma-separated, datadir first, with its server's `mysql_socket`.

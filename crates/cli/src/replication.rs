@@ -3,7 +3,9 @@
 
 use crate::commands::{CmdResult, Ctx};
 use crate::table::{format_date, Table};
-use cachalot_api_types::requests::{ReplCreate, ReplDestroy, Size};
+use cachalot_api_types::requests::{
+    ReplCreate, ReplDestroy, ReplPair, ReplPairToken, ReplPeers, Size,
+};
 use cachalot_daemon::format_size;
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -184,7 +186,7 @@ fn list(
 }
 
 fn peers(ctx: &mut Ctx, scripted: bool) -> CmdResult {
-    let rows = ctx.call("repl.peers", json!({}))?;
+    let rows = ctx.send(&ReplPeers {})?;
     let mut t = Table::new(
         vec!["KEY".into(), "ADDRESS".into(), "PAIRED".into()],
         vec![false; 3],
@@ -203,7 +205,7 @@ fn peers(ctx: &mut Ctx, scripted: bool) -> CmdResult {
 pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
     match cmd {
         ReplicationCmd::Pair { address: None, .. } => {
-            let r = ctx.call("repl.pair_token", json!({}))?;
+            let r = ctx.send(&ReplPairToken {})?;
             println!("{}", r["token"].as_str().unwrap_or(""));
             eprintln!(
                 "this appliance's key: {}; on the other appliance run: cachalot replication pair THIS-HOST:PORT TOKEN (valid one hour, once)",
@@ -215,7 +217,11 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             address: Some(address),
             token,
         } => {
-            let r = ctx.call("repl.pair", json!({ "address": address, "token": token }))?;
+            let r = ctx.send(&ReplPair {
+                address: address.clone(),
+                // clap requires the token with an address.
+                token: token.unwrap_or_default(),
+            })?;
             println!(
                 "paired with {address} (key {})",
                 r["fingerprint"].as_str().unwrap_or("?")

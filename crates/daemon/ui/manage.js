@@ -2,12 +2,16 @@
 // (take, clone, rollback with a confirmation of what is lost, destroy), local FUSE
 // mounts of each filesystem (mount at a typed path, unmount), NFS shares,
 // volumes shared over iSCSI or NBD, every share with its clients, and replication
-// relationships with their lag (create, run, pause, resume, destroy), MySQL snapshot sets (take,
+// relationships with their lag (create, run, pause, resume, destroy), pairing with
+// another appliance (make a pairing token there, pair here), MySQL snapshot sets (take,
 // restore) and "clone to a running replica" with its progress (the job's events).
 // Every action calls the REST API under /api/v1 (the same typed requests as the
 // CLI) and shows its CLI equivalent; destructive ones ask first. The API token is
 // typed in once and kept in sessionStorage: it travels only in the Authorization
-// header, never in a URL.
+// header, never in a URL. On a new appliance (no token yet, GET /api/v1/setup) the
+// page asks for the one-time setup code from the appliance's root-only file and
+// exchanges it for the first token (POST /api/v1/tokens/first), so a first run
+// needs no CLI.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -78,6 +82,7 @@
   const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
   const volCli = () => `cachalot create -V ${sh($("m-vol-size").value)} ${sh($("m-vol-name").value)}`;
   const blkCli = (on) => `cachalot set share${$("m-blk-proto").value}=${on ? "on" : "off"} ${sh($("m-blk-vol").value)}`;
+  const pairCli = () => `cachalot replication pair ${sh($("m-pair-addr").value)} TOKEN`;
   const replCli = () => `cachalot replication create --source ${sh($("m-repl-src").value)} --target ${sh($("m-repl-target").value)}` +
     ` --schedule ${sh($("m-repl-schedule").value)}${$("m-repl-paused").checked ? " --paused" : ""} ${sh($("m-repl-name").value)}`;
   const mySets = () => $("m-my-ds").value.split(",").map((x) => x.trim()).filter(Boolean);
@@ -96,6 +101,7 @@
     $("m-clone-cli").textContent = cloneCli();
     $("m-nfs-cli").textContent = nfsCli();
     $("m-repl-cli").textContent = replCli();
+    $("m-pair-cli").textContent = pairCli();
   }
 
   // ---- tables ----
@@ -108,7 +114,7 @@
   }
 
   async function refresh() {
-    let pools = [], dss = [], shares = [], repl = [], mounts = [];
+    let pools = [], dss = [], shares = [], repl = [], mounts = [], peers = [];
     try {
       pools = await call("GET", "/pools");
       dss = await call("GET", "/datasets?props=recordsize,sharenfs");
@@ -117,7 +123,11 @@
       repl = await call("GET", "/replication");
       mySetsList = await call("GET", "/mysql/snapshots");
       mounts = await call("GET", "/mounts");
+      peers = await call("GET", "/peers");
     } catch (e) { say(e.message, true); }
+    $("m-peers").innerHTML = "<tr><th>KEY</th><th>ADDRESS</th><th>PAIRED</th></tr>" +
+      peers.map((p) => `<tr data-peer="${esc(p.address || p.fingerprint)}"><td>${esc(p.fingerprint)}</td><td>${esc(p.address || "(dialled us)")}</td>` +
+        `<td>${p.paired ? new Date(p.paired * 1000).toLocaleString() : "-"}</td></tr>`).join("");
     $("m-my-sets").innerHTML = "<tr><th>SNAPSHOT SET</th><th>MEMBERS</th><th>CREATED</th><th>GTID</th><th>BINLOG</th><th></th></tr>" +
       mySetsList.map((s) => `<tr data-myset="${esc(s.name)}"><td>${esc(s.name)}</td><td>${esc(s.members.join(", "))}</td>` +
         `<td>${s.created ? new Date(s.created * 1000).toLocaleString() : "-"}</td><td>${esc(s.gtid || "-")}</td>` +
@@ -269,14 +279,44 @@
     }
   }
 
+  function useToken(t) {
+    sessionStorage.setItem(KEY, t);
+    $("m-token").value = t;
+    $("m-token-state").textContent = t ? "token set for this tab" : "no token: read only";
+  }
+
+  // The first-run box shows while no API token exists on the appliance.
+  async function checkFirstRun() {
+    let s = { first_token: false };
+    try { s = await call("GET", "/setup"); } catch (e) { /* an older daemon: no first run here */ }
+    $("m-first").hidden = !s.first_token;
+    if (s.first_token) $("m-first-file").textContent = s.setup_code_file;
+  }
+
   function wire() {
     $("m-token").value = sessionStorage.getItem(KEY) || "";
-    $("m-token-save").onclick = () => {
-      sessionStorage.setItem(KEY, $("m-token").value.trim());
-      $("m-token-state").textContent = $("m-token").value.trim() ? "token set for this tab" : "no token: read only";
+    $("m-token-save").onclick = () => useToken($("m-token").value.trim());
+    $("m-first-go").onclick = () => {
+      const name = $("m-first-name").value.trim();
+      act(`cachalot token create ${sh(name)}`, [async () => {
+        const r = await call("POST", "/tokens/first", { code: $("m-first-code").value.trim(), name });
+        useToken(r.token);
+        $("m-first-code").value = "";
+        $("m-token-state").textContent = `token '${r.name}' created and set for this tab`;
+        $("m-token-new").value = r.token;
+        $("m-token-new-box").hidden = false;
+        await checkFirstRun();
+      }]);
     };
+    $("m-pair-make").onclick = () => act("cachalot replication pair", [async () => {
+      const r = await call("POST", "/peers/token", {});
+      $("m-pair-made").value = r.token;
+      $("m-pair-key").textContent = `this appliance's key: ${r.fingerprint}`;
+    }]);
+    $("m-pair-go").onclick = () => act(pairCli(), [() => call("POST", "/peers", {
+      address: $("m-pair-addr").value.trim(), token: $("m-pair-token").value.trim() })]);
     for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
-      "m-repl-name", "m-repl-src", "m-repl-target", "m-repl-schedule", "m-repl-paused",
+      "m-repl-name", "m-repl-src", "m-pair-addr", "m-repl-target", "m-repl-schedule", "m-repl-paused",
       "m-my-sock", "m-my-ds", "m-my-snap", "m-my-clone-src", "m-my-clone-target", "m-my-clone-mp", "m-my-clone-of"]) {
       $(id).oninput = showClis;
       $(id).onchange = showClis;
@@ -321,6 +361,7 @@
     for (const id of ["page-overview", "page-detail", "page-analytics"]) $(id).hidden = true;
     $("page-manage").hidden = false;
     $("nav-manage").className = "on";
+    checkFirstRun();
     refresh();
   }
 

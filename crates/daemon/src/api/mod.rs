@@ -10,7 +10,8 @@
 //!   routes ([`mysql_routes`]) run the CLI's own client code (cachalot-mysql) on
 //!   their typed request, its daemon requests going to `Daemon::handle` directly.
 //! - Reading is open on the (loopback-only) HTTP listener; every change needs a
-//!   valid token (see [`tokens`]).
+//!   valid token (see [`tokens`]). The one exception is the first token itself,
+//!   made once from the root-only setup code ([`setup_routes`], not an op).
 
 pub mod error;
 pub mod fuzz;
@@ -20,6 +21,7 @@ pub mod mount_routes;
 pub mod mysql_routes;
 pub mod requests;
 pub mod routes;
+pub mod setup_routes;
 pub mod share_routes;
 pub mod tls;
 pub mod tokens;

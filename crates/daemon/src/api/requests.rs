@@ -66,6 +66,9 @@ mod tests {
         check::<TokenRevoke>();
         check::<ReplCreate>();
         check::<ReplDestroy>();
+        check::<ReplPairToken>();
+        check::<ReplPair>();
+        check::<ReplPeers>();
         check::<FsMount>();
         check::<FsUnmount>();
         check::<FsMounts>();

@@ -775,8 +775,8 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
-    super::mount_routes::add(super::mysql_routes::add(super::share_routes::add(
-        super::job_routes::add(r),
+    super::setup_routes::add(super::mount_routes::add(super::mysql_routes::add(
+        super::share_routes::add(super::job_routes::add(r)),
     )))
 }
 

@@ -6,7 +6,11 @@
 //!   `POST /api/v1/replication` creates one (the CLI's `replication create`
 //!   request), `DELETE /api/v1/replication/{name}` destroys one, and
 //!   `POST /api/v1/replication/{name}/run|pause|resume` act on one (`run` sends
-//!   to the peer now).
+//!   to the peer now);
+//! - `GET /api/v1/peers` lists the paired appliances, `POST /api/v1/peers/token`
+//!   makes a one-time pairing token here (the CLI's `replication pair`) and
+//!   `POST /api/v1/peers` pairs with another appliance using the token it made
+//!   (`replication pair ADDR TOKEN`).
 //!
 //! Invariants: each route builds one typed request and runs it through
 //! `Daemon::handle` (as the CLI's `set`, `replication run` ... do), so the engine
@@ -14,7 +18,7 @@
 //! [`Auth`] first.
 
 use super::error::ErrorBody;
-use super::requests::{DsSet, Op, ReplCreate, ReplDestroy};
+use super::requests::{DsSet, Op, ReplCreate, ReplDestroy, ReplPair, ReplPairToken, ReplPeers};
 use super::routes::{run, Auth, Body};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
@@ -182,6 +186,33 @@ async fn resume_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> 
     run(d, ReplResume { name }).await
 }
 
+/// The paired appliances: key fingerprint, address, when paired.
+#[utoipa::path(get, path = "/api/v1/peers", tag = "replication",
+    responses((status = 200, description = "One row per paired appliance", body = Value)))]
+async fn list_peers(State(d): D) -> ApiResult {
+    run(d, ReplPeers {}).await
+}
+
+/// Pair with another appliance, using the pairing token it made (valid once):
+/// this side dials its replication listener and both pin each other's key.
+#[utoipa::path(post, path = "/api/v1/peers", tag = "replication", request_body = ReplPair,
+    security(("token" = [])),
+    responses((status = 200, description = "Paired: {\"fingerprint\": the peer's key}", body = Value),
+              (status = "4XX", description = "Refused (unreachable, wrong, used or expired token); nothing pinned", body = ErrorBody)))]
+async fn pair_peer(State(d): D, _a: Auth, Body(r): Body<ReplPair>) -> ApiResult {
+    run(d, r).await
+}
+
+/// Make a one-time pairing token on this appliance (valid one hour), for the
+/// other appliance's `POST /api/v1/peers`.
+#[utoipa::path(post, path = "/api/v1/peers/token", tag = "replication", request_body = ReplPairToken,
+    security(("token" = [])),
+    responses((status = 200, description = "{\"token\", \"fingerprint\" (this appliance's key), \"expires\"}", body = Value),
+              (status = "4XX", description = "Refused", body = ErrorBody)))]
+async fn pair_token(State(d): D, _a: Auth, Body(r): Body<ReplPairToken>) -> ApiResult {
+    run(d, r).await
+}
+
 /// Add these routes (with their description) to the API's router.
 pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
     r.routes(routes!(share_iscsi, unshare_iscsi))
@@ -191,4 +222,6 @@ pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(run_replication))
         .routes(routes!(pause_replication))
         .routes(routes!(resume_replication))
+        .routes(routes!(list_peers, pair_peer))
+        .routes(routes!(pair_token))
 }

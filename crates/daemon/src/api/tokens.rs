@@ -12,6 +12,18 @@
 //! - The original `HOME/token` stays valid under the name `default` and cannot be
 //!   revoked through the API (replace the file and restart instead).
 //! - A revoked token stops working for the next request: checks read the live list.
+//!
+//! The first token from the browser (`POST /api/v1/tokens/first`, see
+//! `setup_routes`): a new appliance has no named token, and an HTTP caller cannot
+//! mint one, so a browser-only user would need the CLI once. Instead, when the
+//! daemon starts with no named token it writes a random one-time setup code to
+//! `HOME/setup-code` (0600, root only, like `HOME/token`) and logs the file's
+//! path (never the code). Whoever can read that file could already read
+//! `HOME/token`, so exchanging the code for a named token gives no one more than
+//! they had; the code is 128 random bits, compared by hash in constant time, and
+//! wrong guesses are slowed to one a second. The code works once: any named
+//! token (from the code or from `token create`) removes it and its file, and it
+//! is made again only at a start with no named token.
 
 use crate::daemon::{Daemon, OpResult};
 use crate::proto::Args;
@@ -25,6 +37,8 @@ use std::path::{Path, PathBuf};
 pub const UNIX_ONLY_OPS: &[&str] = &["token.create", "token.list", "token.revoke"];
 
 pub const TOKENS_FILE: &str = "tokens.json";
+/// The one-time setup code's file (only while no named token exists).
+pub const SETUP_CODE_FILE: &str = "setup-code";
 /// Name under which `HOME/token` is listed and accepted.
 pub const DEFAULT_NAME: &str = "default";
 
@@ -52,6 +66,19 @@ pub struct Tokens {
     entries: RwLock<Vec<TokenEntry>>,
     /// Serialises create/revoke with their file writes.
     write: Mutex<()>,
+    /// Hex BLAKE3 of the one-time setup code, while no named token exists.
+    setup: Mutex<Option<String>>,
+}
+
+/// Why the first token was refused: an error code of the API and a message.
+pub type FirstRefusal = (&'static str, String);
+
+fn random_hex(n: usize) -> Result<String, String> {
+    let mut raw = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok(crate::pattern::to_hex(&raw))
 }
 
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
@@ -94,12 +121,74 @@ impl Tokens {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TokenFile::default(),
             Err(e) => anyhow::bail!("{}: {e}", path.display()),
         };
-        Ok(Tokens {
+        let t = Tokens {
             path,
             default_token,
             entries: RwLock::new(file.tokens),
             write: Mutex::new(()),
-        })
+            setup: Mutex::new(None),
+        };
+        if t.entries.read().is_empty() {
+            t.make_setup_code().map_err(anyhow::Error::msg)?;
+        } else {
+            t.drop_setup_code();
+        }
+        Ok(t)
+    }
+
+    fn setup_code_path(&self) -> PathBuf {
+        self.path.with_file_name(SETUP_CODE_FILE)
+    }
+
+    /// Write a new one-time setup code to `HOME/setup-code` (0600); only its
+    /// hash stays in memory, and only the file's path is logged.
+    fn make_setup_code(&self) -> Result<(), String> {
+        let code = random_hex(16)?;
+        let path = self.setup_code_path();
+        crate::state::write_atomic(&path, format!("{code}\n").as_bytes(), 0o600)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        *self.setup.lock() = Some(hash(&code));
+        eprintln!(
+            "cachalot: no API token yet: the web UI's manage page asks for the one-time setup code in {} (root only) to create the first one",
+            path.display()
+        );
+        Ok(())
+    }
+
+    /// Forget the setup code and remove its file (a named token exists).
+    fn drop_setup_code(&self) {
+        *self.setup.lock() = None;
+        let _ = std::fs::remove_file(self.setup_code_path());
+    }
+
+    /// Where the setup code is, while the first token can be made with it.
+    pub fn setup_code_file(&self) -> Option<PathBuf> {
+        self.setup.lock().is_some().then(|| self.setup_code_path())
+    }
+
+    /// Exchange the one-time setup code for the first named token `name`;
+    /// returns its secret. Refused (nothing created) once any named token
+    /// exists, for a bad name, or for a wrong code. The caller slows down
+    /// wrong guesses (see `setup_routes`).
+    pub fn first(&self, code: &str, name: &str) -> Result<String, FirstRefusal> {
+        validate_token_name(name).map_err(|e| ("invalid_request", e))?;
+        let Some(want) = self.setup.lock().clone() else {
+            return Err((
+                "already_exists",
+                "the first API token exists already: create more with `cachalot token create NAME`"
+                    .into(),
+            ));
+        };
+        if !ct_eq(hash(code.trim()).as_bytes(), want.as_bytes()) {
+            return Err((
+                "forbidden",
+                format!(
+                    "wrong setup code: it is in {} on the appliance (root only)",
+                    self.setup_code_path().display()
+                ),
+            ));
+        }
+        self.create(name).map_err(|e| ("failed", e))
     }
 
     fn save(&self, entries: &[TokenEntry]) -> Result<(), String> {
@@ -125,11 +214,7 @@ impl Tokens {
         if list.iter().any(|t| t.name == name) {
             return Err(format!("token '{name}' already exists"));
         }
-        let mut raw = [0u8; 32];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut raw))
-            .map_err(|e| format!("/dev/urandom: {e}"))?;
-        let secret = crate::pattern::to_hex(&raw);
+        let secret = random_hex(32)?;
         list.push(TokenEntry {
             name: name.to_string(),
             blake3: hash(&secret),
@@ -137,6 +222,7 @@ impl Tokens {
         });
         self.save(&list)?;
         *self.entries.write() = list;
+        self.drop_setup_code();
         Ok(secret)
     }
 
@@ -252,6 +338,41 @@ mod tests {
             .map(|r| r["name"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(names, vec!["default"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn setup_code_gives_the_first_token_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("cachalot-setup-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let t = Tokens::open(&d, "0123456789abcdef0123".into()).unwrap();
+        let file = d.join(SETUP_CODE_FILE);
+        assert_eq!(t.setup_code_file(), Some(file.clone()));
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let code = std::fs::read_to_string(&file).unwrap().trim().to_string();
+        assert_eq!(code.len(), 32);
+        let (c, m) = t.first("0".repeat(32).as_str(), "admin").unwrap_err();
+        assert_eq!(c, "forbidden", "{m}");
+        assert!(!m.contains(&code), "{m}");
+        assert_eq!(t.first(&code, "bad name").unwrap_err().0, "invalid_request");
+        assert_eq!(t.list().as_array().unwrap().len(), 1, "nothing created");
+        let s = t.first(&code, "admin").unwrap();
+        assert_eq!(t.check(&s).as_deref(), Some("admin"));
+        assert!(!file.exists() && t.setup_code_file().is_none());
+        assert_eq!(t.first(&code, "again").unwrap_err().0, "already_exists");
+        // A start with a named token makes no code.
+        let t2 = Tokens::open(&d, "x".repeat(20)).unwrap();
+        assert!(t2.setup_code_file().is_none() && !file.exists());
+        // `token create` also ends the code's use.
+        t.revoke("admin").unwrap();
+        let t3 = Tokens::open(&d, "x".repeat(20)).unwrap();
+        let code = std::fs::read_to_string(&file).unwrap().trim().to_string();
+        t3.create("cli").unwrap();
+        assert!(!file.exists());
+        assert_eq!(t3.first(&code, "ui").unwrap_err().0, "already_exists");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -1,0 +1,90 @@
+//! First run from the browser: `GET /api/v1/setup` says whether the first API
+//! token is still to be made (and in which file the one-time setup code is), and
+//! `POST /api/v1/tokens/first` exchanges that code for the first named token.
+//! Why this is safe is in [`super::tokens`]: the code is in a root-only file, so
+//! it proves the same access `HOME/token` does, and it works once.
+//!
+//! Invariants:
+//! - These are the only routes that mint a token over HTTP, and only while no
+//!   named token exists; they run no op of `Daemon::handle` (token ops stay unix
+//!   socket only, see `tokens::UNIX_ONLY_OPS`).
+//! - The code and the token travel in bodies only (never a URL); the log names
+//!   the token, never a secret.
+//! - Attempts are serialised and a wrong code answers after [`WRONG_CODE_DELAY`],
+//!   so guessing is limited to about one try a second whatever the concurrency.
+
+use super::error::{ApiError, ErrorBody};
+use super::routes::Body;
+use crate::daemon::Daemon;
+use axum::extract::State;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+type D = State<Arc<Daemon>>;
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// How long a wrong setup code waits before its answer.
+pub const WRONG_CODE_DELAY: Duration = Duration::from_secs(1);
+
+/// Serialises first-token attempts (with the delay of a wrong one inside).
+static ATTEMPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The one-time setup code and the new token's name.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FirstTokenBody {
+    /// The code in `HOME/setup-code` on the appliance.
+    pub code: String,
+    /// The token's name (1 to 64 letters, digits, `_-.`).
+    pub name: String,
+}
+
+/// Whether the first API token is still to be made (open: the login page asks).
+#[utoipa::path(get, path = "/api/v1/setup", tag = "meta",
+    responses((status = 200, description = "{\"first_token\": true, \"setup_code_file\": PATH} while no \
+               named token exists (the file holds the one-time code), else {\"first_token\": false}", body = Value)))]
+async fn setup_state(State(d): D) -> Json<Value> {
+    Json(match d.api.tokens.setup_code_file() {
+        Some(p) => json!({ "first_token": true, "setup_code_file": p.display().to_string() }),
+        None => json!({ "first_token": false }),
+    })
+}
+
+/// Exchange the one-time setup code for the first named API token (once).
+#[utoipa::path(post, path = "/api/v1/tokens/first", tag = "meta", request_body = FirstTokenBody,
+    responses((status = 200, description = "{\"name\", \"token\"}: the secret, shown once", body = Value),
+              (status = 403, description = "Wrong setup code; nothing created", body = ErrorBody),
+              (status = 409, description = "A named token exists already; nothing created", body = ErrorBody),
+              (status = 400, description = "Bad name or body; nothing created", body = ErrorBody)))]
+async fn first_token(State(d): D, Body(b): Body<FirstTokenBody>) -> ApiResult {
+    let _one_at_a_time = ATTEMPT.lock().await;
+    let name = b.name.clone();
+    let d2 = d.clone();
+    let res = tokio::task::spawn_blocking(move || d2.api.tokens.first(&b.code, &b.name))
+        .await
+        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?;
+    match res {
+        Ok(secret) => {
+            eprintln!("cachalot: API token '{name}' created with the setup code");
+            Ok(Json(json!({ "name": name, "token": secret })))
+        }
+        Err((code, msg)) => {
+            if code == "forbidden" {
+                eprintln!("cachalot: first API token refused: wrong setup code");
+                tokio::time::sleep(WRONG_CODE_DELAY).await;
+            }
+            Err(ApiError::new(code, msg))
+        }
+    }
+}
+
+/// Add these routes (with their description) to the API's router.
+pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
+    r.routes(routes!(setup_state)).routes(routes!(first_token))
+}
