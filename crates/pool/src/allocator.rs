@@ -111,6 +111,18 @@ impl Pool {
         (size, free)
     }
 
+    /// Bytes allocated on every vdev, log devices included (`space` leaves
+    /// them out): what the blocks reachable from the pool, intent-log blocks on
+    /// a log device among them, plus the deferred frees must add up to.
+    pub fn allocated_all_vdevs(&self) -> u64 {
+        let s = self.space.lock();
+        let tops = self.vdevs.read();
+        tops.iter()
+            .zip(s.vdevs.iter())
+            .map(|(t, v)| t.asize - v.free.total())
+            .sum()
+    }
+
     /// Space of the data vdevs (log devices are not pool capacity, as in ZFS).
     pub fn space(&self) -> SpaceInfo {
         let s = self.space.lock();

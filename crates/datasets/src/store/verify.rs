@@ -108,7 +108,9 @@ impl Store {
         }
         let sm = self.pool.spacemap_blocks().map_err(walk_err)?;
         reachable += sm.iter().map(|bp| bp.asize_total()).sum::<u64>();
-        let allocated = self.pool.space().allocated;
+        // Intent-log blocks on a log device are reachable and deferred like
+        // any other: count that device's allocations too.
+        let allocated = self.pool.allocated_all_vdevs();
         let deferred = self.pool.deferred_bytes();
         if allocated != reachable + deferred {
             return Err(format!(
