@@ -4,7 +4,8 @@
 # punched and compressed files; SEEK_DATA/SEEK_HOLE with the real lseek against a
 # model of the file; suid/sgid dropped by a write and a truncate from another user
 # (FUSE_HANDLE_KILLPRIV_V2: no getxattr before each write); a MAP_SHARED mapping of
-# an O_DIRECT file (FUSE_DIRECT_IO_ALLOW_MMAP).
+# an O_DIRECT file (FUSE_DIRECT_IO_ALLOW_MMAP); POSIX ACL and SELinux xattrs
+# refused as unsupported; a cold `ls -la` and `find -ls` send no request per entry.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -137,5 +138,40 @@ with open(p, "rb") as f:
     got = f.read(5)
 assert got == b"hello", got
 PY
+
+note "POSIX ACLs and SELinux labels are not supported (EOPNOTSUPP), other xattrs are"
+mkdir "$M/acl"
+python3 - "$M/acl" <<'PY' || fail "xattr support check failed"
+import errno, os, sys
+p = sys.argv[1]  # a directory: the kernel itself answers a default ACL of a file
+for name in ("system.posix_acl_access", "system.posix_acl_default", "security.selinux"):
+    for call in (lambda: os.getxattr(p, name), lambda: os.setxattr(p, name, b"\x02\0\0\0"),
+                 lambda: os.removexattr(p, name)):
+        try:
+            call()
+            raise SystemExit(f"{name}: no error")
+        except OSError as e:
+            assert e.errno == errno.EOPNOTSUPP, (name, e)
+os.setxattr(p, "security.test", b"1")
+assert os.getxattr(p, "security.test") == b"1"
+assert "security.test" in os.listxattr(p)
+PY
+
+note "ls -la and find -ls of 500 files: no request per entry (READDIRPLUS, no getxattr)"
+mkdir "$M/many"
+for i in $(seq 500); do : >"$M/many/f$i"; done
+sync
+echo 3 >/proc/sys/vm/drop_caches
+sleep 1
+T0=$(date +%s)
+[[ $(ls -la "$M/many" | wc -l) == 503 ]] || fail "ls -la does not list 500 files"
+echo 3 >/proc/sys/vm/drop_caches
+[[ $(find "$M/many" -ls | wc -l) == 501 ]] || fail "find -ls does not list 500 files"
+T1=$(($(date +%s) + 1))
+sleep 2 # let the sampler store the last second
+out=$(assert_ok "$CACHALOT" analytics show fuse.ops --by op --filter dataset=tank/fs --from "$T0" --to "$T1" -H -p)
+echo "$out" >&2
+total=$(awk -F'\t' -v s=$((T1 - T0)) '{ t += $2 * s } END { printf "%.0f", t }' <<<"$out")
+((total < 100)) || fail "listing 500 files twice sent $total FUSE requests (one per entry is 1,000)"
 cd /
 echo PASS

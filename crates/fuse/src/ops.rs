@@ -23,6 +23,7 @@
 use crate::convert::{attr, errno, kind};
 use crate::snapdir::{encode, Node, SnapDir, CTL_INO, CTL_NAME, SNAPDIR_INO, SNAPDIR_NAME};
 use crate::stats::Stats;
+use crate::xattrs::{unsupported_xattr, without_unsupported_xattrs};
 use cachalot_posix::fs::MAX_FILE_SIZE;
 use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
 use fuser::{
@@ -307,11 +308,14 @@ impl Filesystem for FuseFs {
         // truncate by non-root) and file capabilities ourselves (posix::Fs).
         // DIRECT_IO_ALLOW_MMAP: an O_DIRECT file (FOPEN_DIRECT_IO) can be mapped
         // MAP_SHARED; the kernel keeps the page cache coherent with direct I/O.
+        // READDIRPLUS without READDIRPLUS_AUTO: every listing carries the
+        // entries' attributes. With AUTO the kernel used plain readdir after the
+        // first batch, so `find -ls` sent one lookup per entry.
         // Each is asked separately: a kernel without one still mounts.
         for flag in [
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
-            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_DO_READDIRPLUS,
         ] {
             let _ = config.add_capabilities(flag);
         }
@@ -847,6 +851,9 @@ impl Filesystem for FuseFs {
         if position != 0 {
             return reply.error(Errno::EINVAL);
         }
+        if unsupported_xattr(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         let o = match self.live(ino) {
             Ok(o) => o,
             Err(e) => return reply.error(e),
@@ -860,6 +867,9 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if unsupported_xattr(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         let r = match self.node(ino) {
             Ok(Node::Object { fs, slot, obj }) => {
                 self.run_at(slot, "getxattr", obj, || fs.getxattr(obj, name.as_bytes()))
@@ -877,9 +887,9 @@ impl Filesystem for FuseFs {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = match self.node(ino) {
-            Ok(Node::Object { fs, slot, obj }) => {
-                self.run_at(slot, "listxattr", obj, || fs.listxattr(obj))
-            }
+            Ok(Node::Object { fs, slot, obj }) => self
+                .run_at(slot, "listxattr", obj, || fs.listxattr(obj))
+                .map(|names| without_unsupported_xattrs(&names)),
             Ok(_) => Ok(Vec::new()),
             Err(e) => Err(e),
         };
@@ -892,6 +902,9 @@ impl Filesystem for FuseFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if unsupported_xattr(name.as_bytes()) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         let o = match self.live(ino) {
             Ok(o) => o,
             Err(e) => return reply.error(e),
