@@ -163,6 +163,19 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// On a mirror a block's copy lies at its DVA offset past the labels: the
+/// position the crash left in `dev`'s labels is saved (a periodic save fell
+/// before the hold) and is not past the held block, which was never rebuilt.
+fn saved_position_before(dev: &SimDevice, held: &(String, u64)) {
+    let label = cachalot_pool::read_label(dev).expect("a label");
+    let pos = label.config.resilver_from.expect("a saved position");
+    let held_dva = held.1 - cachalot_pool::label::DATA_START;
+    assert!(
+        pos.offset <= held_dva,
+        "the saved position {pos:?} passes the held block at DVA offset {held_dva}"
+    );
+}
+
 fn interrupted_and_continued(kind: VdevKind, n: usize, stop: Stop) {
     let ctl = Arc::new(Ctl::default());
     let (devs, store, id) = degraded_pool(kind, n, &ctl);
@@ -203,6 +216,9 @@ fn interrupted_and_continued(kind: VdevKind, n: usize, stop: Stop) {
                     SimDevice::from_image(&format!("d{i}"), d.crash_image(|| rng.chance(50)))
                 })
                 .collect();
+            if kind == VdevKind::Mirror {
+                saved_position_before(&images[1], &held);
+            }
             ctl.release();
             store.scrub_wait();
             let _ = store.export();
