@@ -2,8 +2,11 @@
 """A minimal raw iSCSI initiator for bad-input tests that libiscsi's tools cannot
 express: a READ(16) past the end, a 2^32-1 block transfer length, an oversized PDU.
 
-usage: iscsi_probe.py HOST:PORT TARGET_IQN [wce|readonly|sessions]
+usage: iscsi_probe.py HOST:PORT TARGET_IQN [wce|readonly|sessions|pr-register KEY|pr-keys]
 (with `wce`: print the Caching mode page's WCE bit and exit;
+ `pr-register KEY`: PERSISTENT RESERVE OUT REGISTER of the hex KEY for this I_T nexus;
+ `pr-keys`: print the registered keys (PERSISTENT RESERVE IN READ KEYS) in hex, one
+ line, "none" if there are none;
  `readonly`: a write is refused with DATA PROTECT and MODE SENSE shows WP, reads work;
  `sessions`: a second connection to a live session (MC/S) is refused with "too many
  connections", one naming an unknown session with "session does not exist", and two
@@ -117,6 +120,27 @@ def wce(addr, target):
     print(1 if page[2] & 0x04 else 0)
 
 
+def pr_register(addr, target, key):
+    """PR OUT REGISTER (service action 0): reservation key 0, new key KEY."""
+    s = Session(addr, target)
+    params = struct.pack(">QQ4xB3x", 0, key, 0)
+    st, sense, _ = s.command(bytes([0x5F, 0x00, 0]) + b"\0" * 2 + struct.pack(">I", len(params)),
+                             len(params), True, params)
+    if st != 0:
+        sys.exit(f"PR OUT REGISTER failed with status {st} sense {sense[:14].hex()}")
+
+
+def pr_keys(addr, target):
+    """Print the keys PR IN READ KEYS (service action 0) returns."""
+    s = Session(addr, target)
+    st, _, d = s.command(bytes([0x5E, 0x00]) + b"\0" * 5 + struct.pack(">H", 1024) + b"\0", 1024)
+    if st != 0 or len(d) < 8:
+        sys.exit(f"PR IN READ KEYS failed with status {st}")
+    n = int.from_bytes(d[4:8], "big")
+    keys = [d[8 + i : 16 + i].hex() for i in range(0, n, 8)]
+    print(" ".join(keys) if keys else "none")
+
+
 FAILURES = 0
 
 
@@ -182,6 +206,10 @@ def main():
     addr, target = sys.argv[1], sys.argv[2]
     if sys.argv[3:] == ["wce"]:
         return wce(addr, target)
+    if sys.argv[3:4] == ["pr-register"] and len(sys.argv) == 5:
+        return pr_register(addr, target, int(sys.argv[4], 16))
+    if sys.argv[3:] == ["pr-keys"]:
+        return pr_keys(addr, target)
     if sys.argv[3:] == ["readonly"]:
         readonly(addr, target)
         sys.exit(1 if FAILURES else 0)

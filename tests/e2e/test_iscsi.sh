@@ -15,6 +15,8 @@
 #     analytics by op and region.
 #  5. The Caching page's WCE bit follows `sync` (0 only with sync=always), also after
 #     a restart.
+#  6. A PR registration survives kill -9; a volume destroyed and created again under
+#     the same name starts with none (reservations are keyed by the volume's identity).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -205,6 +207,19 @@ assert_ok "$C" inherit iscsi:chap_mutual_secret tank/vol
 assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 0 "WCE=0 (sync=always) after a restart"
 assert_ok "$C" set sync=standard tank/vol
 assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" wce)" 1 "WCE=1 again with sync=standard"
+# ---- persistent reservations: kept across kill -9, keyed by the volume not its name ----
+assert_ok python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" pr-register 00c0ffee00000001
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" pr-keys)" 00c0ffee00000001 "the key is registered"
+kill9_daemon
+start_daemon
+ADDR=$(cat "$HOME_DIR/iscsi.addr")
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" pr-keys)" 00c0ffee00000001 \
+    "the registration survived kill -9"
+assert_ok "$C" destroy tank/vol
+assert_ok "$C" create -s -V 128M tank/vol >/dev/null
+assert_ok "$C" set shareiscsi=on tank/vol
+assert_eq "$(python3 "$HERE/iscsi_probe.py" "$ADDR" "$IQN" pr-keys)" none \
+    "a volume created again under the same name has none of the old one's registrations"
 CURL="iscsi://$ADDR/$IQN/0"
 assert_ok "$C" set shareiscsi=off tank/vol
 refused iscsi-inq "$CURL"
@@ -212,4 +227,4 @@ stop_daemon
 if grep -q 'panicked' "$ARTIFACTS/daemon.log"; then
     fail "the daemon panicked (see daemon.log)"
 fi
-echo "PASS: iSCSI conformance ($(score "$OURS"); tgt: $(score "$TGT")), CHAP, bad input, kill -9 durability, WCE follows sync"
+echo "PASS: iSCSI conformance ($(score "$OURS"); tgt: $(score "$TGT")), CHAP, bad input, kill -9 durability, WCE follows sync, PR keyed by volume"

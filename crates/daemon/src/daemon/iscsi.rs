@@ -2,7 +2,8 @@
 //! inherited; their snapshots read-only as `VOLUME-TARGET:SNAP`, see
 //! `cachalot_iscsi::target_name`), with which CHAP secrets (user properties `iscsi:chap_user`,
 //! `iscsi:chap_secret`, optional `iscsi:chap_mutual_user`, `iscsi:chap_mutual_secret`),
-//! and where each LU keeps its persistent reservations (`HOME/iscsi/TARGET.pr`).
+//! and where each LU keeps its persistent reservations (`HOME/iscsi/POOLGUID-ID.pr`,
+//! see [`pr_file`]).
 //!
 //! Invariants:
 //! - Sharing is decided at each login (and SendTargets) from the properties in force,
@@ -190,6 +191,24 @@ impl DaemonCatalog {
     }
 }
 
+/// The file name of the persistent reservations of volume (or volume snapshot) `name`:
+/// keyed by the volume's identity, the pool's guid and the dataset's id in that pool
+/// (never reused, kept across rename, export and import), not by its name or target
+/// name. A fence a cluster placed on a volume belongs to that volume: a volume
+/// destroyed and created again under the same name (or received over it) is another
+/// disk and must start with no registrations, and a renamed volume (receive moves
+/// `VOL%recv` into place) keeps its own. A snapshot adds its guid for the same reason.
+fn pr_file(store: &Store, name: &str) -> cachalot_datasets::Result<String> {
+    let pool = store.pool().guid();
+    Ok(match name.split_once('@') {
+        Some((vol, _)) => {
+            let id = store.dataset(vol)?.id();
+            format!("{pool:016x}-{id}@{:016x}.pr", store.snapshot_guid(name)?)
+        }
+        None => format!("{pool:016x}-{}.pr", store.dataset(name)?.id()),
+    })
+}
+
 impl Catalog for DaemonCatalog {
     fn targets(&self) -> Vec<String> {
         self.shared().iter().map(|(n, _)| target_name(n)).collect()
@@ -219,12 +238,19 @@ impl Catalog for DaemonCatalog {
             }
         };
         let home = self.daemon.upgrade()?.home.clone();
+        let pr_path = match pr_file(&store, &name) {
+            Ok(f) => home.join("iscsi").join(f),
+            Err(e) => {
+                eprintln!("cachalot iscsi: not exporting {name}: {e}");
+                return None;
+            }
+        };
         Some(Export {
             target: target.to_string(),
             volume: name.clone(),
             dev: self.device(&name)?,
             chap,
-            pr_path: Some(home.join("iscsi").join(format!("{target}.pr"))),
+            pr_path: Some(pr_path),
         })
     }
 }
