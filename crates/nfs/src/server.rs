@@ -11,7 +11,8 @@
 //!   connection in flight, nothing read behind it) is answered by the reader
 //!   itself, which blocks only its own connection.
 //! - Memory is bounded: at most `max_connections` connections, each with at
-//!   most `MAX_IN_FLIGHT` records of at most `rpc::MAX_RECORD` bytes.
+//!   most `MAX_IN_FLIGHT` records in flight plus its reader's buffer and
+//!   `SPARE_RECORDS` spare ones, each of at most `rpc::MAX_RECORD` bytes.
 //! - A panic in a procedure becomes SYSTEM_ERR for that call.
 //! - Non-idempotent NFS calls (SETATTR, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE,
 //!   RMDIR, RENAME, LINK) go through the duplicate request cache keyed by client
@@ -153,13 +154,30 @@ struct Conn {
     replies: Queue<Option<Reply>>,
     in_flight: Mutex<usize>,
     freed: Condvar,
+    /// Record buffers the workers are done with, for the reader to fill again
+    /// (at most `SPARE_RECORDS`): a pipelined stream of 1 MiB WRITEs reuses a
+    /// few buffers instead of allocating and faulting in a fresh one per record.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Record buffers a connection keeps for reuse beyond the one its reader holds.
+const SPARE_RECORDS: usize = 4;
 
 impl Conn {
     fn release(&self) {
         let mut n = self.in_flight.lock();
         *n = n.saturating_sub(1);
         self.freed.notify_one();
+    }
+    /// A buffer for the reader's next record: a spare one, else a new one.
+    fn take_spare(&self) -> Vec<u8> {
+        self.spare.lock().pop().unwrap_or_default()
+    }
+    fn recycle(&self, record: Vec<u8>) {
+        let mut spare = self.spare.lock();
+        if spare.len() < SPARE_RECORDS {
+            spare.push(record);
+        }
     }
 }
 
@@ -344,17 +362,23 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
         replies: Queue::new(MAX_IN_FLIGHT + 2),
         in_flight: Mutex::new(0),
         freed: Condvar::new(),
+        spare: Mutex::new(Vec::new()),
     });
     let wconn = conn.clone();
     let writer = std::thread::Builder::new()
         .name("nfs-writer".into())
         .spawn(move || write_loop(wr, &wconn));
     let mut reader = io::BufReader::with_capacity(256 << 10, &mut rd);
+    // The buffer the next record is read into; kept across inline requests,
+    // handed to the worker with a pipelined one (and replaced by a spare).
+    let mut record = Vec::new();
     while !sh.stop.load(Ordering::SeqCst) {
-        let record = match rpc::read_record(&mut reader, rpc::MAX_RECORD) {
-            Ok(Some(r)) => r,
-            _ => break,
-        };
+        if !matches!(
+            rpc::read_record_into(&mut reader, &mut record, rpc::MAX_RECORD),
+            Ok(true)
+        ) {
+            break;
+        }
         // A request with nothing else of this connection in flight and nothing
         // more read behind it (a client that waits for each answer) is answered
         // here, saving the two thread hand-offs; anything pipelined goes to the
@@ -381,7 +405,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
         }
         let job = Job {
             conn: conn.clone(),
-            record,
+            record: std::mem::replace(&mut record, conn.take_spare()),
         };
         if !jobs.push(job) {
             break;
@@ -420,6 +444,7 @@ fn worker(sh: &Shared, jobs: &Queue<Job>) {
         let reply = handle_record(sh, &job.conn, &job.record);
         // An empty reply still frees the slot (no bytes are written).
         job.conn.replies.push(Some(reply.unwrap_or_default()));
+        job.conn.recycle(job.record);
     }
 }
 
