@@ -7,6 +7,7 @@
 #
 #   scripts/bench-fdatasync.sh              (needs target/ci/cachalot, root, fio)
 #   ROUNDS=1 RUNTIME=10 JOBS="1 16" scripts/bench-fdatasync.sh
+#   BACKING=/dev/shm scripts/bench-fdatasync.sh   (images on a tmpfs, see below)
 #   CACHALOT=/tmp/old-cachalot scripts/bench-fdatasync.sh   (another binary)
 #
 # Results: test-artifacts/bench-fdatasync/results.txt
@@ -32,16 +33,26 @@ _sync_cleanup() {
         umount "$W/ext4"
         losetup -d "$LOOP"
     fi
+    [[ -n ${BACKING:-} && -n ${IMG:-} ]] && rm -rf "$IMG"
     (exit "$rc")
     _fuse_cleanup
 }
 trap _sync_cleanup EXIT
 
-fuse_pool 4G
+start_daemon
 W=$(mktmp)
+# BACKING: where the pool file and the ext4 image go (default: the disk under
+# /tmp). A tmpfs (/dev/shm) takes the device's flush latency, and the noise of
+# whoever else uses the disk, out: what is left is the software's scaling.
+if [[ -n ${BACKING:-} ]]; then
+    IMG=$(mktemp -d "$BACKING/bench-fdatasync.XXXXXX")
+else
+    IMG=$W
+fi
+assert_ok "$CACHALOT" pool create -s 4G tank "$IMG/disk0.img"
 fuse_mount tank/sync "$W/cachalot"
-truncate -s 4G "$W/ext4.img"
-LOOP=$(losetup --direct-io=on -f --show "$W/ext4.img")
+truncate -s 4G "$IMG/ext4.img"
+LOOP=$(losetup --direct-io=on -f --show "$IMG/ext4.img")
 mkfs.ext4 -q "$LOOP"
 mkdir -p "$W/ext4"
 mount "$LOOP" "$W/ext4"

@@ -12,6 +12,7 @@ pub mod mount;
 pub mod ops;
 pub mod snapdir;
 pub mod stats;
+mod syncgroup;
 mod xattrs;
 
 pub use mount::{clear_stale, is_mount_point, mount, Mount};

@@ -9,7 +9,8 @@
 //!   the page cache, which stays coherent because every change to this dataset
 //!   goes through this mount (attributes and entries are cached for `TTL`).
 //! - A write with O_DSYNC/O_SYNC in its file flags is durable before the reply;
-//!   fsync and fdatasync make the dataset durable.
+//!   fsync and fdatasync make the dataset durable, one commit for every such
+//!   request waiting (`syncgroup`: only the committing request holds its thread).
 //! - POSIX record locks and flock are left to the kernel: we do not ask for
 //!   FUSE_POSIX_LOCKS or FUSE_FLOCK_LOCKS, so the kernel keeps lock state for this
 //!   mount itself (correct for a local mount; an NFS export of the same dataset
@@ -23,6 +24,7 @@
 use crate::convert::{attr, errno, kind};
 use crate::snapdir::{encode, Node, SnapDir, CTL_INO, CTL_NAME, SNAPDIR_INO, SNAPDIR_NAME};
 use crate::stats::Stats;
+use crate::syncgroup::SyncGroup;
 use crate::xattrs::{unsupported_xattr, without_unsupported_xattrs};
 use cachalot_posix::fs::MAX_FILE_SIZE;
 use cachalot_posix::{Attr, Caller, Errno as PErrno, Fs, RenameMode, SetAttr, TimeSet, Timespec};
@@ -56,6 +58,8 @@ pub struct FuseFs {
     /// Set once the session runs: tells the kernel to drop cached attributes
     /// that changed behind its back (a write that dropped suid/sgid).
     notifier: Arc<OnceLock<Notifier>>,
+    /// fsync and fsyncdir requests waiting for one intent-log commit.
+    syncs: SyncGroup<(&'static str, u64, ReplyEmpty, Instant)>,
 }
 
 type R<T> = Result<T, Errno>;
@@ -92,6 +96,7 @@ impl FuseFs {
             stats: Stats::new(dataset, root),
             mounted_at: SystemTime::now(),
             notifier: Arc::new(OnceLock::new()),
+            syncs: SyncGroup::default(),
         }
     }
 
@@ -283,6 +288,23 @@ impl FuseFs {
                 Err(Errno::EIO)
             }
         }
+    }
+
+    /// fsync/fsyncdir (`op`) of live object `obj`: make the dataset durable and
+    /// reply, through the mount's group commit (this thread may return before the
+    /// reply is sent; see `syncgroup`). Each request is counted with its own wait.
+    fn sync(&self, op: &'static str, obj: u64, reply: ReplyEmpty) {
+        self.syncs.sync(
+            (op, obj, reply, Instant::now()),
+            || self.guarded(op, obj, || self.fs.fsync()),
+            |(op, obj, reply, t0), r| {
+                self.stats.record(op, obj, 0, t0.elapsed());
+                match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            },
+        )
     }
 
     /// Reply with a new or found entry `name` in the live directory `parent`
@@ -682,13 +704,9 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = match self.node(ino) {
-            Ok(Node::Object { slot: 0, obj, .. }) => self.run("fsync", obj, || self.fs.fsync()),
-            Ok(_) => Ok(()), // nothing under .cachalot changes
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => reply.ok(),
+        match self.node(ino) {
+            Ok(Node::Object { slot: 0, obj, .. }) => self.sync("fsync", obj, reply),
+            Ok(_) => reply.ok(), // nothing under .cachalot changes
             Err(e) => reply.error(e),
         }
     }
@@ -817,13 +835,9 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = match self.node(ino) {
-            Ok(Node::Object { slot: 0, obj, .. }) => self.run("fsyncdir", obj, || self.fs.fsync()),
-            Ok(_) => Ok(()),
-            Err(e) => Err(e),
-        };
-        match r {
-            Ok(()) => reply.ok(),
+        match self.node(ino) {
+            Ok(Node::Object { slot: 0, obj, .. }) => self.sync("fsyncdir", obj, reply),
+            Ok(_) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
