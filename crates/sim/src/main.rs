@@ -48,7 +48,8 @@ fn main() {
             Ok(s) => {
                 steps += s.steps;
                 println!(
-                    "seed {seed}: ok, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks, {} background reads) fingerprint {}",
+                    "seed {seed}: ok on {}, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks, {} background reads, {} overloaded reads ({} failed), {} log devices lost) fingerprint {}",
+                    s.layout,
                     s.steps,
                     t.elapsed().as_secs_f64(),
                     s.writes,
@@ -67,6 +68,9 @@ fn main() {
                     s.scrubs,
                     s.full_checks,
                     s.background_reads,
+                    s.overload_reads,
+                    s.overload_errors,
+                    s.log_losses,
                     s.fingerprint
                 );
             }
