@@ -289,6 +289,9 @@ struct Sim {
     pinned: BTreeSet<String>,
     /// Received datasets: their source dataset.
     recv_src: BTreeMap<String, String>,
+    /// Received datasets changed since their last receive: the engine sees
+    /// them as changed even when the change brought back the snapshot's bytes.
+    touched: BTreeSet<String>,
     next_name: u64,
     step: u64,
     stats: Stats,
@@ -340,6 +343,7 @@ impl Sim {
             cut_armed: 0,
             pinned: BTreeSet::new(),
             recv_src: BTreeMap::new(),
+            touched: BTreeSet::new(),
             next_name: 1,
             step: 0,
             stats: Stats::default(),
@@ -463,6 +467,9 @@ impl Sim {
     /// A data operation on `name` changed it from `pre`; `committed` says a
     /// commit happened inside the operation (before its change).
     fn note_change(&mut self, name: &str, pre: Objs, committed: bool) {
+        if self.recv_src.contains_key(name) {
+            self.touched.insert(name.to_string());
+        }
         let now = self.model.fs[name].objs.clone();
         if self.trace {
             eprintln!(
@@ -951,7 +958,7 @@ impl Sim {
         }
         self.stats.sends += 1;
         let fs = &self.model.fs[r];
-        let changed = fs.snaps.last().map(|(_, o)| o) != Some(&fs.objs);
+        let changed = fs.snaps.last().map(|(_, o)| o) != Some(&fs.objs) || self.touched.contains(r);
         if !changed && self.rng.chance(25) {
             // A cut incremental stream onto an existing dataset leaves it as it was.
             let cut = self.rng.below(buf.len() as u64) as usize;
@@ -995,6 +1002,7 @@ impl Sim {
         fs.snaps.push((next.to_string(), objs));
         self.pinned.insert(full);
         self.note_change(r, pre, false);
+        self.touched.remove(r);
         self.committed();
         Ok(())
     }
