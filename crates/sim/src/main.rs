@@ -18,7 +18,7 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     seeds: u64,
     /// Plant a bug first (needs --features planted-bugs):
-    /// no-flush-before-uberblock, no-log-flush.
+    /// no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct.
     #[arg(long)]
     plant: Option<String>,
     /// Keep going after a failing seed (to count how many seeds find a bug).
@@ -30,7 +30,7 @@ fn main() {
     let a = Args::parse();
     if let Some(p) = &a.plant {
         let Some(bug) = cachalot_pool::plant::Bug::parse(p) else {
-            eprintln!("--plant {p}: unknown bug (no-flush-before-uberblock, no-log-flush)");
+            eprintln!("--plant {p}: unknown bug (no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct)");
             std::process::exit(2);
         };
         if !cachalot_pool::plant::plant(bug) {
