@@ -67,7 +67,7 @@ impl Sim {
         };
         for d in &devs {
             let dev = format!("sim:{}", Layout::dev_name(*d));
-            pool.inject_fault(&dev, Some(scramble.clone()))
+            pool.inject_fault(&dev, Some(scramble))
                 .map_err(err("inject"))?;
         }
         self.store.cache().arc.clear();
