@@ -2,10 +2,8 @@
 //! various widths, with or without a separate log device; and which devices
 //! the layout's redundancy lets the simulator damage.
 //!
-//! The layout is drawn from its own stream of the seed, so the operations a
-//! seed draws do not depend on it: a seed that draws the two-way mirror
-//! without a log (the simulator's only layout before) replays the same run as
-//! it did then.
+//! The layout is drawn from its own stream of the seed, so the layout and the
+//! operations a seed draws do not depend on each other's draws.
 
 use crate::Rng;
 use cachalot_datasets::{Store, StoreOpts};
