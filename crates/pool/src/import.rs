@@ -148,11 +148,24 @@ impl Pool {
         kind: VdevKind,
         ashift: u8,
     ) -> Result<Pool> {
-        let group: DeviceGroup = devices
-            .into_iter()
-            .map(|d| (d.path().to_path_buf(), d))
-            .collect();
-        Pool::create_from(name, vec![((kind, false), group)], ashift)
+        Pool::create_on_group_with_log(name, devices, kind, vec![], ashift)
+    }
+
+    /// Like `create_on_group`, with separate log devices (one vdev each): the
+    /// simulator's layouts.
+    pub fn create_on_group_with_log(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: VdevKind,
+        log: Vec<Arc<dyn BlockDevice>>,
+        ashift: u8,
+    ) -> Result<Pool> {
+        let with_path = |d: Arc<dyn BlockDevice>| (d.path().to_path_buf(), d);
+        let mut groups = vec![((kind, false), devices.into_iter().map(with_path).collect())];
+        for d in log {
+            groups.push(((VdevKind::Disk, true), vec![with_path(d)]));
+        }
+        Pool::create_from(name, groups, ashift)
     }
 
     /// Create from opened device groups: ((kind, is_log), devices).

@@ -16,6 +16,9 @@ pub enum Bug {
     /// An intent-log commit skips the device flush: an fsync is acknowledged
     /// before its records are durable.
     NoLogFlush = 2,
+    /// A raidz read whose data columns all read but fail the checksum gives up
+    /// instead of reconstructing from parity: one corrupt column is an error.
+    RaidzNoReconstruct = 3,
 }
 
 impl Bug {
@@ -24,6 +27,7 @@ impl Bug {
             "none" => Some(Bug::None),
             "no-flush-before-uberblock" => Some(Bug::NoFlushBeforeUberblock),
             "no-log-flush" => Some(Bug::NoLogFlush),
+            "raidz-no-reconstruct" => Some(Bug::RaidzNoReconstruct),
             _ => None,
         }
     }

@@ -239,6 +239,9 @@ impl TopVdev {
             if verify(&data) && !check_parity {
                 return Ok((data, ScrubOutcome::default()));
             }
+            if crate::plant::active(crate::plant::Bug::RaidzNoReconstruct) && !check_parity {
+                return Err(0);
+            }
         }
         self.read_columns(&mut st, 0..g.nparity);
         let unreadable = st.unreadable.clone();

@@ -10,32 +10,42 @@
 //! creates and deletes, reads, fsyncs, commits (asked for, or due on the clock),
 //! snapshots, snapshot destroys, clones, rollbacks, full and incremental
 //! send/receive (some streams cut short, which must change nothing), export and
-//! import, scrubs, injected device errors and silent corruption on one side of
-//! the mirror, and power cuts at a random device write (every unflushed write kept
-//! or lost at random, the cut write torn).
+//! import, scrubs, injected device errors and silent corruption on the devices
+//! the layout survives losing, read damage beyond that, and power cuts at a
+//! random device write (every unflushed write kept or lost at random, the cut
+//! write torn; the separate log device sometimes lost with it).
+//!
+//! The seed also draws the pool layout (`layout`): one device, a mirror, raidz1
+//! or raidz2 of several widths, with or without a separate log device.
 //!
 //! What must hold:
-//! - every operation succeeds (one side of the mirror stays healthy, so device
-//!   errors and corruption must be invisible) and every read returns the model's
-//!   bytes;
+//! - every operation succeeds (faults and corruption hit only as many devices
+//!   as the layout survives losing, so they must be invisible) and every read
+//!   returns the model's bytes;
+//! - with every read of one device more than that scrambled, a read returns
+//!   the model's bytes or fails: never other bytes;
 //! - after a power cut the pool imports, its datasets and snapshots are those of
 //!   the last acknowledged commit or of the interrupted one, each dataset holds a
-//!   state it passed through no older than its last acknowledged fsync or commit,
-//!   and each snapshot holds exactly what it held when taken;
+//!   state it passed through no older than its last acknowledged fsync or commit
+//!   (its last acknowledged commit if the log device was lost: the records of
+//!   fsyncs since went with it), and each snapshot holds exactly what it held
+//!   when taken;
 //! - the store's own invariants (`Store::verify`, `Store::verify_blocks`) hold at
 //!   every full check, and a scrub finds nothing unrecoverable.
 
 use cachalot_datasets::{DatasetKind, Store, StoreOpts};
 use cachalot_pool::env::SimClock;
 use cachalot_pool::executor::SimIo;
-use cachalot_pool::fault::{Fault, FaultKind, FaultOps};
 use cachalot_pool::{BlockDevice, Env, Power, SimDevice};
+use layout::as_dyn;
+pub use layout::Layout;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Size of each simulated device (a two-way mirror).
-pub const DEV_SIZE: u64 = 40 << 20;
+mod faults;
+mod layout;
+
 /// Largest object offset written.
 const MAX_OFF: u64 = 160 << 10;
 /// Objects per dataset at most.
@@ -93,6 +103,7 @@ const OPS: &[&str] = &[
     "power_cut",
     "fault",
     "corrupt",
+    "overload",
     "scrub",
 ];
 
@@ -180,6 +191,14 @@ pub struct Stats {
     pub corruptions: u64,
     pub scrubs: u64,
     pub full_checks: u64,
+    /// Reads made with more devices damaged than the layout survives, and
+    /// how many of them failed (as they may).
+    pub overload_reads: u64,
+    pub overload_errors: u64,
+    /// Power cuts that took the separate log device with them.
+    pub log_losses: u64,
+    /// The pool layout the seed drew.
+    pub layout: String,
     /// Background reads (read-ahead jobs) the executor ran.
     pub background_reads: u64,
     /// BLAKE3 of the devices at the end: equal for equal seeds.
@@ -254,6 +273,8 @@ struct Sim {
     clock: Arc<SimClock>,
     /// Runs the engine's background reads (read-ahead) on this thread.
     io: Arc<SimIo>,
+    layout: Layout,
+    /// The devices present: the data devices, then the log device unless lost.
     devs: Vec<SimDevice>,
     store: Arc<Store>,
     model: Model,
@@ -268,6 +289,9 @@ struct Sim {
     pinned: BTreeSet<String>,
     /// Received datasets: their source dataset.
     recv_src: BTreeMap<String, String>,
+    /// Received datasets changed since their last receive: the engine sees
+    /// them as changed even when the change brought back the snapshot's bytes.
+    touched: BTreeSet<String>,
     next_name: u64,
     step: u64,
     stats: Stats,
@@ -282,14 +306,15 @@ impl Sim {
         // with the same setting (to tell whether a finding needs them).
         io.set_enabled(cachalot_pool::executor::background_io_wanted());
         let _g = env.enter();
-        let power = Power::new();
-        let devs: Vec<SimDevice> = (0..2)
-            .map(|i| {
-                SimDevice::on_power(&format!("d{i}"), vec![0; DEV_SIZE as usize], power.clone())
-            })
-            .collect();
-        let store =
-            Store::create_on_devices("tank", as_dyn(&devs), true, opts()).map_err(err("create"))?;
+        let layout = Layout::of_seed(seed);
+        let trace = std::env::var_os("CACHALOT_SIM_TRACE").is_some();
+        if trace {
+            eprintln!("layout: {layout}");
+        }
+        let devs = layout.blank_devices(&Power::new());
+        let store = layout
+            .create("tank", &devs, opts())
+            .map_err(err("create"))?;
         let mut model = Model::default();
         model.fs.insert("tank".into(), Fs::default());
         for (name, rs) in [("tank/a", "16K"), ("tank/b", "128K")] {
@@ -309,6 +334,7 @@ impl Sim {
             env,
             clock,
             io,
+            layout,
             devs,
             store,
             durable: model.clone(),
@@ -317,10 +343,11 @@ impl Sim {
             cut_armed: 0,
             pinned: BTreeSet::new(),
             recv_src: BTreeMap::new(),
+            touched: BTreeSet::new(),
             next_name: 1,
             step: 0,
             stats: Stats::default(),
-            trace: std::env::var_os("CACHALOT_SIM_TRACE").is_some(),
+            trace,
         };
         sim.mark_durable();
         Ok(sim)
@@ -373,6 +400,7 @@ impl Sim {
             .map_err(err("final verify_blocks"))?;
         self.scrub()?;
         self.stats.steps = steps;
+        self.stats.layout = self.layout.to_string();
         self.stats.background_reads = self.io.ran();
         let mut h = blake3::Hasher::new();
         for d in &self.devs {
@@ -406,6 +434,7 @@ impl Sim {
             "power_cut" => self.arm_cut(),
             "fault" => self.inject_fault(),
             "corrupt" => self.corrupt(),
+            "overload" => self.overload(),
             "scrub" => self.scrub(),
             o => Err(format!("unknown op {o}")),
         }
@@ -438,6 +467,9 @@ impl Sim {
     /// A data operation on `name` changed it from `pre`; `committed` says a
     /// commit happened inside the operation (before its change).
     fn note_change(&mut self, name: &str, pre: Objs, committed: bool) {
+        if self.recv_src.contains_key(name) {
+            self.touched.insert(name.to_string());
+        }
         let now = self.model.fs[name].objs.clone();
         if self.trace {
             eprintln!(
@@ -596,43 +628,58 @@ impl Sim {
 
     /// Read a random range of a head or a snapshot and compare it with the model.
     fn read_check(&mut self) -> R<()> {
+        if self.read_random(false)? == Some(true) {
+            self.stats.reads += 1;
+        }
+        Ok(())
+    }
+
+    /// Read a random range of a head or a snapshot: `Some(true)` if it returned
+    /// the model's bytes, `Some(false)` if it failed (only allowed with
+    /// `damaged`, or after a power cut), `None` if there was nothing to read.
+    /// Other bytes than the model's are always a finding.
+    fn read_random(&mut self, damaged: bool) -> R<Option<bool>> {
         let name = self.rng.pick(&self.heads());
         let fs = &self.model.fs[&name];
-        let (label, objs, ds) = if !fs.snaps.is_empty() && self.rng.chance(30) {
+        let (label, objs) = if !fs.snaps.is_empty() && self.rng.chance(30) {
             let (s, o) = self.rng.pick(&fs.snaps);
-            let full = format!("{name}@{s}");
-            let ds = self
-                .store
-                .snapshot_dataset(&full)
-                .map_err(err(&format!("open {full}")))?;
-            (full, o, ds)
+            (format!("{name}@{s}"), o)
         } else {
-            let ds = self.store.dataset(&name).map_err(err("dataset"))?;
-            (name.clone(), fs.objs.clone(), ds)
+            (name.clone(), fs.objs.clone())
         };
         let ids: Vec<u64> = objs.keys().copied().collect();
         if ids.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let id = self.rng.pick(&ids);
         let want = &objs[&id];
         let off = self.rng.below(want.len() as u64 + 4096);
         let len = 1 + self.rng.below(96 << 10) as usize;
-        let Some(got) = self.check(&format!("read {label} obj {id}"), ds.read(id, off, len))?
-        else {
-            return Ok(());
+        let got = if label.contains('@') {
+            self.store.snapshot_dataset(&label)
+        } else {
+            self.store.dataset(&label)
+        }
+        .and_then(|ds| ds.read(id, off, len));
+        let got = match got {
+            Ok(g) => g,
+            Err(_) if damaged => return Ok(Some(false)),
+            Err(e) => {
+                self.check::<()>(&format!("read {label} obj {id}"), Err(e))?;
+                return Ok(Some(false));
+            }
         };
         let s = (off as usize).min(want.len());
         let e = (off as usize + len).min(want.len());
         if got != want[s..e] {
             return Err(format!(
-                "read {label} obj {id} [{off}+{len}]: {} bytes differ from the model ({} expected)",
+                "read {label} obj {id} [{off}+{len}]{}: {} bytes differ from the model ({} expected)",
+                if damaged { " on overloaded devices" } else { "" },
                 got.len(),
                 e - s
             ));
         }
-        self.stats.reads += 1;
-        Ok(())
+        Ok(Some(true))
     }
 
     fn fsync(&mut self) -> R<()> {
@@ -911,7 +958,7 @@ impl Sim {
         }
         self.stats.sends += 1;
         let fs = &self.model.fs[r];
-        let changed = fs.snaps.last().map(|(_, o)| o) != Some(&fs.objs);
+        let changed = fs.snaps.last().map(|(_, o)| o) != Some(&fs.objs) || self.touched.contains(r);
         if !changed && self.rng.chance(25) {
             // A cut incremental stream onto an existing dataset leaves it as it was.
             let cut = self.rng.below(buf.len() as u64) as usize;
@@ -955,6 +1002,7 @@ impl Sim {
         fs.snaps.push((next.to_string(), objs));
         self.pinned.insert(full);
         self.note_change(r, pre, false);
+        self.touched.remove(r);
         self.committed();
         Ok(())
     }
@@ -983,8 +1031,9 @@ impl Sim {
     }
 
     /// After a power cut: build the devices as they came back (each unflushed
-    /// write kept or lost at random, the cut one torn), import, and check that
-    /// the pool holds a state the model allows.
+    /// write kept or lost at random, the cut one torn; sometimes the log device
+    /// does not come back), import, and check that the pool holds a state the
+    /// model allows.
     fn recover(&mut self) -> R<()> {
         self.stats.power_cuts += 1;
         self.cut_armed = 0;
@@ -992,10 +1041,21 @@ impl Sim {
         self.io.discard();
         let power = Power::new();
         let mut devs = Vec::new();
-        for (i, d) in self.devs.iter().enumerate() {
+        for d in &self.devs {
             let rng = &mut self.rng;
             let img = d.crash_image(|| rng.chance(50));
-            devs.push(SimDevice::on_power(&format!("d{i}"), img, power.clone()));
+            let name = d.path().to_string_lossy();
+            let name = name.strip_prefix("sim:").unwrap_or(&name);
+            devs.push(SimDevice::on_power(name, img, power.clone()));
+        }
+        // The log device is the last one while present.
+        let log_lost = self.devs.len() > self.layout.width && self.rng.chance(25);
+        if log_lost {
+            devs.pop();
+            self.stats.log_losses += 1;
+            if self.trace {
+                eprintln!("  the log device is lost");
+            }
         }
         self.devs = devs;
         self.store = Store::import_devices(as_dyn(&self.devs), opts())
@@ -1024,6 +1084,8 @@ impl Sim {
             // log replays a prefix of its records), or the latest one.
             let mut allowed: Vec<&Objs> = vec![];
             match self.hist.get(name) {
+                // The fsyncs since the commit were acknowledged from the log.
+                Some((h, _)) if !landed && log_lost => allowed.extend(h.iter()),
                 Some((h, acked)) if !landed => allowed.extend(h[*acked..].iter()),
                 _ => {}
             }
@@ -1056,49 +1118,6 @@ impl Sim {
         self.recv_src.retain(|r, _| self.model.fs.contains_key(r));
         self.mark_durable();
         self.full_check("after a power cut")
-    }
-
-    // ------------------------------------------------------- faults, corruption
-
-    /// Make one side of the mirror fail or lie for a while (or stop doing so).
-    fn inject_fault(&mut self) -> R<()> {
-        let pool = self.store.pool().clone();
-        if self.rng.chance(40) {
-            pool.clear_faults();
-            return Ok(());
-        }
-        let ops = self
-            .rng
-            .pick(&[FaultOps::Read, FaultOps::Write, FaultOps::All]);
-        let kind = self.rng.pick(&[FaultKind::Eio, FaultKind::Corrupt]);
-        let rate = 5 + self.rng.below(45) as u8;
-        pool.inject_fault("sim:d0", Some(Fault { ops, kind, rate }))
-            .map_err(err("inject"))?;
-        self.stats.faults += 1;
-        Ok(())
-    }
-
-    /// Overwrite bytes on one side of the mirror, away from the labels.
-    fn corrupt(&mut self) -> R<()> {
-        let span = DEV_SIZE - (8 << 20);
-        let off = (4 << 20) + self.rng.below(span) / 512 * 512;
-        let len = 512 * (1 + self.rng.below(16)) as usize;
-        let noise: Vec<u8> = (0..len).map(|_| self.rng.next_u64() as u8).collect();
-        self.devs[0].corrupt(off, &noise);
-        self.stats.corruptions += 1;
-        Ok(())
-    }
-
-    fn scrub(&mut self) -> R<()> {
-        if self.check("scrub", self.store.scrub_start())?.is_none() {
-            return Ok(());
-        }
-        let s = self.store.scrub_status();
-        if s.state != "finished" || s.unrecoverable > 0 {
-            return Err(format!("scrub: {s:?}"));
-        }
-        self.stats.scrubs += 1;
-        Ok(())
     }
 
     // ------------------------------------------------------------------- checks
@@ -1189,10 +1208,4 @@ fn contents(ds: &cachalot_datasets::Dataset) -> cachalot_datasets::Result<Objs> 
         m.insert(id, data);
     }
     Ok(m)
-}
-
-fn as_dyn(devs: &[SimDevice]) -> Vec<Arc<dyn BlockDevice>> {
-    devs.iter()
-        .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
-        .collect()
 }

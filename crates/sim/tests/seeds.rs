@@ -11,10 +11,20 @@
 //! from before the write that preceded it. Seed 70 (1000 steps) found an
 //! incremental send skipping the holes of an object deleted and recreated
 //! under the same id: the target kept the old object's data there.
+//!
+//! Since the seed draws the pool layout too, the seeds above replay other runs
+//! than the ones that found those bugs. Seed 275 (170 steps, raidz2 of 4 + log)
+//! found the model calling a received dataset unchanged when its writes had
+//! brought back its snapshot's bytes (the engine, rightly, refuses a receive
+//! without -F onto a dataset written since). Seeds 1, 6, 7 and 8 (300 steps,
+//! layouts with a log device) found verify_blocks leaving the log device's
+//! allocations out (zil::log_device_blocks_are_accounted).
 
-/// Seeds CI runs (all pass today); sized to stay well under a minute.
-pub const SEEDS: [u64; 8] = [1, 2, 3, 4, 5, 6, 7, 12];
-pub const STEPS: u64 = 500;
+/// Seeds CI runs (all pass today); sized to stay well under a minute. Their
+/// layouts: raidz2 of 5, 3-way mirror, raidz1 of 5, 2-way mirror, raidz1 of 4
+/// with a log device, raidz1 of 3.
+pub const SEEDS: [u64; 6] = [2, 3, 4, 5, 6, 12];
+pub const STEPS: u64 = 400;
 
 #[test]
 fn simulator_seeds_pass() {
@@ -30,7 +40,7 @@ fn simulator_seeds_pass() {
 /// Seeds that found something, each at the length that found it.
 #[test]
 fn found_seeds_pass() {
-    for (seed, steps) in [(59, 100), (70, 1000)] {
+    for (seed, steps) in [(59, 100), (70, 1000), (275, 170)] {
         if let Err(f) = cachalot_sim::run(seed, steps) {
             panic!(
                 "{f}\nreplay: cargo run -p cachalot-sim --release -- --seed {seed} --steps {steps}"

@@ -122,8 +122,21 @@ impl Store {
         kind: cachalot_pool::VdevKind,
         opts: StoreOpts,
     ) -> Result<Arc<Store>> {
+        Store::create_on_group_with_log(name, devices, kind, vec![], opts)
+    }
+
+    /// Like `create_on_group`, with separate log devices (the simulator).
+    pub fn create_on_group_with_log(
+        name: &str,
+        devices: Vec<Arc<dyn BlockDevice>>,
+        kind: cachalot_pool::VdevKind,
+        log: Vec<Arc<dyn BlockDevice>>,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
         check_pool_name(name)?;
-        let pool = Arc::new(Pool::create_on_group(name, devices, kind, 12)?);
+        let pool = Arc::new(Pool::create_on_group_with_log(
+            name, devices, kind, log, 12,
+        )?);
         Store::initialize(pool, BTreeMap::new(), opts)
     }
 

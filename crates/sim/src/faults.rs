@@ -1,0 +1,109 @@
+//! Device damage: faults and corruption within what the layout survives (they
+//! must be invisible), read damage beyond it (reads may fail, never return
+//! other bytes), and scrubs.
+
+use crate::{err, Layout, Sim, R};
+use cachalot_pool::fault::{Fault, FaultKind, FaultOps};
+
+/// Reads made while more devices are damaged than the layout survives.
+const OVERLOAD_READS: usize = 4;
+
+impl Sim {
+    /// Make one of the layout's victim devices fail or lie for a while (or stop
+    /// all faults).
+    pub(crate) fn inject_fault(&mut self) -> R<()> {
+        if self.layout.victims.is_empty() {
+            return Ok(());
+        }
+        let pool = self.store.pool().clone();
+        if self.rng.chance(40) {
+            pool.clear_faults();
+            return Ok(());
+        }
+        let victim = self.rng.pick(&self.layout.victims);
+        let ops = self
+            .rng
+            .pick(&[FaultOps::Read, FaultOps::Write, FaultOps::All]);
+        let kind = self.rng.pick(&[FaultKind::Eio, FaultKind::Corrupt]);
+        let rate = 5 + self.rng.below(45) as u8;
+        let dev = format!("sim:{}", Layout::dev_name(victim));
+        pool.inject_fault(&dev, Some(Fault { ops, kind, rate }))
+            .map_err(err("inject"))?;
+        self.stats.faults += 1;
+        Ok(())
+    }
+
+    /// Overwrite bytes on one of the layout's victim devices, away from the labels.
+    pub(crate) fn corrupt(&mut self) -> R<()> {
+        if self.layout.victims.is_empty() {
+            return Ok(());
+        }
+        let victim = self.rng.pick(&self.layout.victims);
+        let span = self.layout.dev_size() - (8 << 20);
+        let off = (4 << 20) + self.rng.below(span) / 512 * 512;
+        let len = 512 * (1 + self.rng.below(16)) as usize;
+        let noise: Vec<u8> = (0..len).map(|_| self.rng.next_u64() as u8).collect();
+        self.devs[victim].corrupt(off, &noise);
+        self.stats.corruptions += 1;
+        Ok(())
+    }
+
+    /// Scramble every read of one data device more than the layout survives
+    /// losing (with the ARC emptied, so reads reach the devices), and read: each
+    /// read returns the model's bytes or fails. Read faults only: nothing on
+    /// the devices changes but repairs, which write bytes that verified.
+    pub(crate) fn overload(&mut self) -> R<()> {
+        let mut devs: Vec<usize> = (0..self.layout.width).collect();
+        for i in (1..devs.len()).rev() {
+            devs.swap(i, self.rng.below(i as u64 + 1) as usize);
+        }
+        devs.truncate(self.layout.survives() + 1);
+        let pool = self.store.pool().clone();
+        pool.clear_faults();
+        let scramble = Fault {
+            ops: FaultOps::Read,
+            kind: FaultKind::Corrupt,
+            rate: 100,
+        };
+        for d in &devs {
+            let dev = format!("sim:{}", Layout::dev_name(*d));
+            pool.inject_fault(&dev, Some(scramble))
+                .map_err(err("inject"))?;
+        }
+        self.store.cache().arc.clear();
+        if self.trace {
+            eprintln!("  reads with {devs:?} scrambled");
+        }
+        let mut r = Ok(());
+        for _ in 0..OVERLOAD_READS {
+            match self.read_random(true) {
+                Ok(Some(ok)) => {
+                    self.stats.overload_reads += 1;
+                    self.stats.overload_errors += u64::from(!ok);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+        }
+        pool.clear_faults();
+        // What the damaged reads left in the cache was verified; drop it
+        // anyway so later reads do not depend on which of them failed.
+        self.store.cache().arc.clear();
+        r
+    }
+
+    pub(crate) fn scrub(&mut self) -> R<()> {
+        if self.check("scrub", self.store.scrub_start())?.is_none() {
+            return Ok(());
+        }
+        let s = self.store.scrub_status();
+        if s.state != "finished" || s.unrecoverable > 0 {
+            return Err(format!("scrub: {s:?}"));
+        }
+        self.stats.scrubs += 1;
+        Ok(())
+    }
+}
