@@ -352,6 +352,10 @@ op! {
         /// appliance starts each cycle.
         #[serde(default, skip_serializing_if = "is_false")]
         pub pull: bool,
+        /// Replicate the whole tree under `source` (each cycle snapshots
+        /// every member at once); members go to the same place under `target`.
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub recursive: bool,
         /// The source is a MySQL set: each cycle snapshots it through this server.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub mysql_socket: Option<String>,

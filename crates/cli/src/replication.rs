@@ -60,6 +60,10 @@ pub enum ReplicationCmd {
         /// source and asks for the increment since the newest common snapshot
         #[arg(long, conflicts_with = "mysql_socket")]
         pull: bool,
+        /// Replicate FS and every dataset under it (one snapshot of all of
+        /// them per cycle; datasets created later are picked up)
+        #[arg(short = 'r', conflicts_with_all = ["mysql_socket", "pull"])]
+        recursive: bool,
         /// Create it paused (no cycle until `resume` or `run`)
         #[arg(long)]
         paused: bool,
@@ -76,6 +80,17 @@ pub enum ReplicationCmd {
         #[arg(short = 'v')]
         verbose: bool,
         name: Option<String>,
+    },
+    /// One relationship's members (of a recursive one: every dataset of the
+    /// tree): MEMBER TARGET STATE LAG LAST-SNAPSHOT
+    Status {
+        /// Scripted: no header, tab-separated
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Exact numbers (seconds)
+        #[arg(short = 'p')]
+        parsable: bool,
+        name: String,
     },
     /// Run a cycle now (waits for it; after the running one, if any)
     Run { name: String },
@@ -148,9 +163,16 @@ fn list(
         let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
         let num = |k: &str, f: &dyn Fn(u64) -> String| r[k].as_u64().map_or("-".into(), f);
         let exact = |n: u64| n.to_string();
+        // A tree shows once, with how many datasets it holds.
+        let source = match r["members"].as_array() {
+            Some(m) if r["recursive"].as_bool() == Some(true) => {
+                format!("{} (-r, {} datasets)", s("source"), m.len())
+            }
+            _ => s("source"),
+        };
         let mut row = vec![
             s("name"),
-            s("source"),
+            source,
             s("target"),
             // Alert-worthy lag shows in STATE instead of idle/running (the
             // JSON keeps both: `state` and `lagging`).
@@ -180,6 +202,50 @@ fn list(
             );
         }
         t.rows.push(row);
+    }
+    print!("{}", t.render(scripted));
+    Ok(())
+}
+
+fn status(ctx: &mut Ctx, scripted: bool, parsable: bool, name: &str) -> CmdResult {
+    let rows = ctx.call("repl.list", json!({ "name": name }))?;
+    let rel = &rows[0];
+    let headers = ["MEMBER", "TARGET", "STATE", "LAG", "LAST-SNAPSHOT"];
+    let right = headers.iter().map(|h| *h == "LAG").collect();
+    let mut t = Table::new(headers.iter().map(|s| s.to_string()).collect(), right);
+    let lag = |v: &Value| {
+        v.as_u64().map_or("-".into(), |n| {
+            if parsable {
+                n.to_string()
+            } else {
+                lag_text(n)
+            }
+        })
+    };
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    match rel["member_status"].as_array().filter(|m| !m.is_empty()) {
+        Some(members) => {
+            for m in members {
+                t.rows.push(vec![
+                    text(&m["source"]),
+                    text(&m["target"]),
+                    // A member destroyed on the source keeps its copy.
+                    match m["state"].as_str() {
+                        Some("gone") => "gone (kept on target)".into(),
+                        st => st.unwrap_or("-").into(),
+                    },
+                    lag(&m["lag"]),
+                    text(&m["last_snapshot"]),
+                ]);
+            }
+        }
+        None => t.rows.push(vec![
+            text(&rel["source"]),
+            text(&rel["target"]),
+            text(&rel["state"]),
+            lag(&rel["lag"]),
+            text(&rel["last_snapshot"]),
+        ]),
     }
     print!("{}", t.render(scripted));
     Ok(())
@@ -237,6 +303,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             keep,
             bwlimit,
             pull,
+            recursive,
             paused,
             mysql_socket,
             mysql_user,
@@ -254,6 +321,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
                 bwlimit: bwlimit.map(Size::Text),
                 paused,
                 pull,
+                recursive,
                 mysql_socket,
                 mysql_user,
             })?;
@@ -265,6 +333,11 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             verbose,
             name,
         } => list(ctx, scripted, parsable, verbose, name),
+        ReplicationCmd::Status {
+            scripted,
+            parsable,
+            name,
+        } => status(ctx, scripted, parsable, &name),
         ReplicationCmd::Run { name } => {
             let r = ctx.call("repl.run", json!({ "name": name }))?;
             for m in r["messages"].as_array().into_iter().flatten() {

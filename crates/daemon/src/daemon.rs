@@ -45,6 +45,7 @@ mod replication_mysql;
 mod replication_pull;
 mod replication_reverse;
 mod replication_serve;
+mod replication_tree;
 pub mod replication_stats;
 mod shares;
 mod snapshots;

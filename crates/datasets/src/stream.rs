@@ -583,6 +583,7 @@ impl Store {
             }
         } else {
             self.promote(&tmp)?;
+            self.adopt_children(fs, &tmp)?;
             self.destroy_dataset(fs, false)?;
         }
         self.rename_leaf(&tmp, fs)?;

@@ -46,6 +46,11 @@ pub struct Relationship {
     /// side it is), `target_fs` is the FS here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pull: bool,
+    /// The whole tree under `source` (`create -r`): each cycle takes one
+    /// snapshot of every member at once and replicates each member, parent
+    /// first, to the same place under `target_fs` (see `tree_target`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recursive: bool,
 }
 
 /// The MySQL side of a relationship whose source is a MySQL snapshot set.
@@ -81,6 +86,34 @@ pub struct Status {
     pub last_error: Option<String>,
     /// Something worth knowing from the last cycle (a discarded token).
     pub last_message: Option<String>,
+    /// Of a recursive relationship: every member seen so far, in tree order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberStatus>,
+}
+
+/// One member of a recursive relationship: where it goes and how far it got.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub source: String,
+    pub target: String,
+    /// The newest snapshot replicated for this member, and its creation time.
+    pub last_snapshot: Option<String>,
+    pub last_snapshot_time: Option<u64>,
+    /// Destroyed on the source: its copy stays on the target (never
+    /// destroyed by a cycle) and no more cycles touch it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
+}
+
+/// Where member `member` of the tree under `source` goes under `target_fs`
+/// (`tank/a/b/c` of `tank/a` to `t/x` gives `t/x/b/c`), or `None` if it is
+/// not in that tree.
+pub fn tree_target(source: &str, member: &str, target_fs: &str) -> Option<String> {
+    if member == source {
+        return Some(target_fs.to_string());
+    }
+    let rest = member.strip_prefix(source)?.strip_prefix('/')?;
+    Some(format!("{target_fs}/{rest}"))
 }
 
 /// Check a relationship name: 1 to 64 letters, digits, `_ - .`.
@@ -240,6 +273,17 @@ mod tests {
     }
 
     #[test]
+    fn tree_members_go_under_the_target() {
+        assert_eq!(tree_target("t/a", "t/a", "u/x").as_deref(), Some("u/x"));
+        assert_eq!(
+            tree_target("t/a", "t/a/b/c", "u/x").as_deref(),
+            Some("u/x/b/c")
+        );
+        assert_eq!(tree_target("t/a", "t/ab", "u/x"), None);
+        assert_eq!(tree_target("t/a", "t", "u/x"), None);
+    }
+
+    #[test]
     fn mysql_members_go_next_to_the_target() {
         let m = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -274,6 +318,7 @@ mod tests {
             status: Status::default(),
             mysql: None,
             pull: false,
+            recursive: false,
         };
         assert!(
             !r.lagging(1_000),

@@ -26,7 +26,9 @@
 use super::{Daemon, OpResult};
 use crate::proto::{validate_dataset_name, Args};
 use crate::state::write_atomic;
-use cachalot_replication::relationship::{self, MysqlSet, Relationship, DEFAULT_KEEP};
+use cachalot_replication::relationship::{
+    self, MemberStatus, MysqlSet, Relationship, DEFAULT_KEEP,
+};
 use cachalot_replication::tls::Identity;
 use cachalot_replication::{pair, retention};
 use parking_lot::Mutex;
@@ -385,6 +387,7 @@ pub const REPL_OPS: &[(&str, &[&str])] = &[
             "bwlimit",
             "paused",
             "pull",
+            "recursive",
             "mysql_socket",
             "mysql_user",
         ],
@@ -528,6 +531,13 @@ impl Daemon {
         if let Some(m) = &mysql {
             relationship::member_targets(&m.members, &target_fs)?;
         }
+        let recursive = a.bool("recursive")?;
+        if recursive && (pull || mysql.is_some()) {
+            return Err(format!(
+                "-r replicates the tree under one filesystem: it cannot be combined with {}",
+                if pull { "--pull" } else { "a MySQL set" }
+            ));
+        }
         let source = sources[0].clone();
         let schedule = match a.opt_str("schedule")? {
             None => 300,
@@ -563,6 +573,7 @@ impl Daemon {
             status: Default::default(),
             mysql,
             pull,
+            recursive,
         };
         let r = &self.replication;
         let mut rels = r.rels.lock();
@@ -591,7 +602,13 @@ impl Daemon {
                 json!({
                     "name": rel.name,
                     "source": if rel.pull { format!("{}/{}", rel.target_addr, rel.source) } else { rel.source.clone() },
-                    "members": rel.mysql.as_ref().map(|m| &m.members),
+                    "members": match &rel.mysql {
+                        Some(m) => json!(m.members),
+                        None if rel.recursive => json!(s.members.iter().filter(|m| !m.gone).map(|m| &m.source).collect::<Vec<_>>()),
+                        None => Value::Null,
+                    },
+                    "recursive": rel.recursive,
+                    "member_status": member_rows(&s.members, t),
                     "target": if rel.pull { rel.target_fs.clone() } else { rel.target() },
                     "pull": rel.pull,
                     "state": rel.state(r.is_running(&rel.name)),
@@ -621,14 +638,26 @@ impl Daemon {
         let rel = r.get(name)?;
         // The holds of the relationship go with it (on this side; the target's
         // go when the target side is destroyed or resynced).
-        let local = if rel.pull {
-            &rel.target_fs
+        let mut locals = vec![if rel.pull {
+            rel.target_fs.clone()
         } else {
-            &rel.source
-        };
-        if let Ok(store) = self.ds_store(local) {
-            if store.dataset(local).is_ok() {
-                self.release_holds(&store, local, &hold_tag(name), None)?;
+            rel.source.clone()
+        }];
+        if rel.recursive {
+            locals.extend(
+                rel.status
+                    .members
+                    .iter()
+                    .filter(|m| !m.gone)
+                    .map(|m| m.source.clone()),
+            );
+            locals.dedup();
+        }
+        for local in &locals {
+            if let Ok(store) = self.ds_store(local) {
+                if store.dataset(local).is_ok() {
+                    self.release_holds(&store, local, &hold_tag(name), None)?;
+                }
             }
         }
         let mut rels = r.rels.lock();
@@ -640,6 +669,23 @@ impl Daemon {
         super::log(format!("replication: destroyed relationship '{name}'"));
         Ok(Value::Null)
     }
+}
+
+/// The members of a recursive relationship as `list` shows them: each with
+/// its own recovery point and lag, and whether it is gone from the source.
+fn member_rows(members: &[MemberStatus], now: u64) -> Value {
+    members
+        .iter()
+        .map(|m| {
+            json!({
+                "source": m.source,
+                "target": m.target,
+                "last_snapshot": m.last_snapshot,
+                "lag": m.last_snapshot_time.map(|t| now.saturating_sub(t)),
+                "state": if m.gone { "gone" } else if m.last_snapshot.is_none() { "new" } else { "ok" },
+            })
+        })
+        .collect()
 }
 
 /// The hold tag of a relationship's newest common snapshot.

@@ -28,6 +28,7 @@
 
 use super::replication::{hold_tag, now};
 use super::replication_mysql::send_mysql_record;
+use super::replication_tree::{gone_messages, member_error, record_members, Progress};
 use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_datasets::resume::ResumeToken;
 use cachalot_datasets::{Store, StoreError, StreamStats};
@@ -119,15 +120,26 @@ impl Daemon {
             x.status.last_attempt = Some(started);
             Ok(())
         })?;
+        let mut progress = Progress::default();
         let res = guarded("replication", || {
             if rel.pull {
                 self.pull_cycle(&rel)
             } else {
-                self.cycle(&rel, None)
+                self.cycle(&rel, None, &mut progress)
             }
         });
         let sent = res.as_ref().map_or(0, |rep| rep.bytes);
         super::replication_stats::cycle_done(name, res.is_ok(), sent, t0.elapsed());
+        if rel.recursive {
+            let snap_time = progress
+                .snapshot
+                .as_ref()
+                .and_then(|s| super::replication_serve::snapshot_time(name, s));
+            r.update(name, |x| {
+                record_members(&mut x.status, &progress, snap_time.or(Some(started)));
+                Ok(())
+            })?;
+        }
         match res {
             Ok(rep) => {
                 let rate = (rep.bytes as f64 / rep.secs.max(1e-3)) as u64;
@@ -174,29 +186,17 @@ impl Daemon {
 
     /// One cycle of `rel` as its source: over `link` (a pull: the target
     /// connected and asked for it) or over a new connection to the target.
+    /// `progress` keeps how far it got, whether it completes or not.
     pub(super) fn cycle(
         &self,
         rel: &Relationship,
         link: Option<&mut Link>,
+        progress: &mut Progress,
     ) -> Result<Report, String> {
         let t0 = Instant::now();
-        // One leg per replicated dataset (several for a MySQL set), each a
-        // copy of `rel` with its own source and target filesystem.
-        let legs: Vec<Relationship> = rel
-            .pairs()
-            .into_iter()
-            .map(|(source, target_fs)| Relationship {
-                source,
-                target_fs,
-                ..rel.clone()
-            })
-            .collect();
-        let mut stores = Vec::new();
-        for leg in &legs {
-            let store = self.ds_store(&leg.source)?;
-            store.dataset(&leg.source).map_err(se)?;
-            stores.push(store);
-        }
+        // One leg per replicated dataset (several for a MySQL set or a tree).
+        let (legs, stores): (Vec<Relationship>, Vec<Arc<Store>>) =
+            self.legs(rel)?.into_iter().unzip();
         let mut own;
         let link = match link {
             Some(l) => l,
@@ -210,30 +210,45 @@ impl Daemon {
         // Refusals come before the snapshot: a refused cycle changes nothing.
         let mut bases = Vec::new();
         for (leg, store) in legs.iter().zip(&stores) {
-            let (sent, base) = prepare_leg(link, store, leg, &mut messages)?;
+            let (sent, base) = prepare_leg(link, store, leg, &mut messages)
+                .map_err(|e| member_error(rel, &leg.source, e))?;
             bytes += sent;
             bases.push(base);
         }
+        let sources: Vec<String> = legs.iter().map(|l| l.source.clone()).collect();
         let snap = match &rel.mysql {
             Some(m) => self.mysql_cycle_snapshot(rel, m, &stores)?,
             None => {
-                let name = cycle_snapshot_name(&stores, rel)?;
-                stores[0]
-                    .snapshot(&[format!("{}@{name}", rel.source)])
-                    .map_err(se)?;
+                // One snapshot of every member at once (as `snapshot -r`).
+                let name = cycle_snapshot_name(&stores, &rel.name, &sources)?;
+                let all: Vec<String> = sources.iter().map(|s| format!("{s}@{name}")).collect();
+                stores[0].snapshot(&all).map_err(se)?;
                 name
             }
         };
+        progress.legs = legs
+            .iter()
+            .map(|l| (l.source.clone(), l.target_fs.clone()))
+            .collect();
+        progress.snapshot = Some(snap.clone());
+        if rel.recursive {
+            messages.extend(gone_messages(rel, &progress.legs));
+        }
         for ((leg, store), from) in legs.iter().zip(&stores).zip(&bases) {
             let full = format!("{}@{snap}", leg.source);
             let from_full = from.as_ref().map(|f| format!("{}@{f}", leg.source));
-            bytes += transfer(link, leg, |w| {
-                store.send(&full, from_full.as_deref(), w, &mut |_| {})
-            })?;
-            link.request(
-                &json!({ "op": "hold", "fs": leg.target_fs, "snap": snap, "name": rel.name }),
-            )?;
-            self.move_hold(store, &leg.source, &snap, &hold_tag(&rel.name))?;
+            let mut sent_leg = || -> Result<u64, String> {
+                let n = transfer(link, leg, |w| {
+                    store.send(&full, from_full.as_deref(), w, &mut |_| {})
+                })?;
+                link.request(
+                    &json!({ "op": "hold", "fs": leg.target_fs, "snap": snap, "name": rel.name }),
+                )?;
+                self.move_hold(store, &leg.source, &snap, &hold_tag(&rel.name))?;
+                Ok(n)
+            };
+            bytes += sent_leg().map_err(|e| member_error(rel, &leg.source, e))?;
+            progress.done += 1;
         }
         if rel.mysql.is_some() {
             // Last: a set on the target carries its record only once every
@@ -241,10 +256,14 @@ impl Daemon {
             send_mysql_record(link, &stores[0], &legs, &snap)?;
         }
         for (leg, store) in legs.iter().zip(&stores) {
-            link.request(
-                &json!({ "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep }),
-            )?;
-            self.prune(store, &leg.source, &rel.name, &rel.keep)?;
+            let mut prune = || -> Result<(), String> {
+                link.request(
+                    &json!({ "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep }),
+                )?;
+                self.prune(store, &leg.source, &rel.name, &rel.keep)
+                    .map(drop)
+            };
+            prune().map_err(|e| member_error(rel, &leg.source, e))?;
         }
         Ok(Report {
             snapshot: snap,
@@ -281,14 +300,10 @@ impl Daemon {
         let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
         // Every leg is checked before any is rolled back.
         let mut plans = Vec::new();
-        for (source, target_fs) in rel.pairs() {
-            let store = self.ds_store(&source).map_err(ctx)?;
-            let leg = Relationship {
-                source,
-                target_fs,
-                ..rel.clone()
-            };
-            plans.push(resync_plan(&mut link, &store, &leg).map_err(ctx)?);
+        for (leg, store) in self.legs(&rel).map_err(ctx)? {
+            let plan = resync_plan(&mut link, &store, &leg)
+                .map_err(|e| ctx(member_error(&rel, &leg.source, e)))?;
+            plans.push(plan);
         }
         let lost: Vec<String> = plans.iter().flat_map(|p| p.2.clone()).collect();
         if !lost.is_empty() && !force {
@@ -427,23 +442,23 @@ fn honourable(store: &Store, rel: &Relationship, token: &str) -> Result<String, 
 }
 
 /// The name of this cycle's snapshot, `repl-NAME-YYYYMMDD-HHMMSS`, free on
-/// every source dataset of `rel` (waiting for the next second if this one's
+/// every dataset of `sources` (waiting for the next second if this one's
 /// is taken).
 pub(super) fn cycle_snapshot_name(
     stores: &[Arc<Store>],
-    rel: &Relationship,
+    rel_name: &str,
+    sources: &[String],
 ) -> Result<String, String> {
     for _ in 0..8 {
         let name = format!(
             "{}{}",
-            snapshot_prefix(&rel.name),
+            snapshot_prefix(rel_name),
             cachalot_analytics::query::compact_utc(now())
         );
-        let taken = rel
-            .pairs()
+        let taken = sources
             .iter()
             .zip(stores)
-            .any(|((src, _), store)| store.snapshot_guid(&format!("{src}@{name}")).is_ok());
+            .any(|(src, store)| store.snapshot_guid(&format!("{src}@{name}")).is_ok());
         if !taken {
             return Ok(name);
         }

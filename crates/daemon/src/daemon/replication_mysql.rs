@@ -47,7 +47,7 @@ impl Daemon {
         stores: &[Arc<Store>],
     ) -> Result<String, String> {
         let api = self.replication.api_socket()?;
-        let name = cycle_snapshot_name(stores, rel)?;
+        let name = cycle_snapshot_name(stores, &rel.name, &m.members)?;
         let req = SnapshotRequest {
             mysql_socket: m.socket.clone().into(),
             creds: Credentials::new(&m.user),

@@ -79,7 +79,10 @@ impl Daemon {
         if link.reply(&Value::Null).is_err() {
             return;
         }
-        let done = match guarded("replication", || self.cycle(&rel, Some(link))) {
+        let mut progress = Default::default();
+        let done = match guarded("replication", || {
+            self.cycle(&rel, Some(link), &mut progress)
+        }) {
             Ok(rep) => {
                 log(format!(
                     "replication {name}: pulled by {from}: '{}@{}' ({} bytes in {:.1}s)",
@@ -133,6 +136,7 @@ impl Daemon {
             status: Default::default(),
             mysql: None,
             pull: false,
+            recursive: false,
         })
     }
 }

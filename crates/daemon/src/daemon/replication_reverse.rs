@@ -86,6 +86,9 @@ impl Daemon {
         let rel = r.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
         super::replication_pull::refuse_pull(&rel, "reverse").map_err(ctx)?;
+        if rel.recursive {
+            return Err(ctx("reverse of a recursive relationship is not supported yet: create a recursive relationship on this side's target toward this appliance".into()));
+        }
         // ADDR is how B reaches this appliance's replication listener.
         relationship::parse_target(&format!("{address}/{}", rel.source)).map_err(|_| {
             ctx(format!(
@@ -357,6 +360,7 @@ impl Daemon {
             status: Default::default(),
             mysql,
             pull: false,
+            recursive: false,
         };
         rel.status.last_snapshot = Some(common.to_string());
         r.pin(peer_fp, Some(&target_addr))?;

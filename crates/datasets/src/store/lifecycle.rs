@@ -213,7 +213,32 @@ impl Store {
         Ok(())
     }
 
-    /// Rename a dataset without children (receive moves `FS%recv` into place).
+    /// Make `to` the parent of `from`'s children (their names stay): an
+    /// incremental receive into a filesystem with children (a recursive
+    /// replication's parent) hands them to the received copy before the old
+    /// one goes.
+    pub(crate) fn adopt_children(&self, from: &str, to: &str) -> Result<()> {
+        let _c = self.commit_lock.lock();
+        let mut st = self.state.lock();
+        let id = |n: &str| st.catalog.by_name(n).map(|r| r.id);
+        let (Some(from_id), Some(to_id)) = (id(from), id(to)) else {
+            return Err(StoreError::NotFound(format!("{from} or {to}")));
+        };
+        let mut moved = false;
+        for d in st.catalog.datasets.values_mut() {
+            if d.parent == Some(from_id) {
+                d.parent = Some(to_id);
+                moved = true;
+            }
+        }
+        if moved {
+            st.mark_catalog_dirty();
+        }
+        Ok(())
+    }
+
+    /// Rename a dataset whose children (if any, see `adopt_children`) are
+    /// already named under `new` (receive moves `FS%recv` into place).
     pub(crate) fn rename_leaf(&self, old: &str, new: &str) -> Result<()> {
         let _c = self.commit_lock.lock();
         let mut st = self.state.lock();
@@ -225,7 +250,8 @@ impl Store {
             .by_name(old)
             .ok_or_else(|| StoreError::NotFound(old.into()))?
             .id;
-        if st.catalog.children(id).next().is_some() {
+        let under = format!("{new}/");
+        if st.catalog.children(id).any(|c| !c.name.starts_with(&under)) {
             return Err(StoreError::Busy(format!("'{old}' has children")));
         }
         st.catalog.datasets.get_mut(&id).unwrap().name = new.to_string();
