@@ -10,8 +10,10 @@
 //!   socket only, see `tokens::UNIX_ONLY_OPS`).
 //! - The code and the token travel in bodies only (never a URL); the log names
 //!   the token, never a secret.
-//! - Attempts are serialised and a wrong code answers after [`WRONG_CODE_DELAY`],
-//!   so guessing is limited to about one try a second whatever the concurrency.
+//! - First-token attempts are checked one at a time, and a
+//!   wrong code answers after [`WRONG_CODE_DELAY`], taken outside the lock: a flood of
+//!   wrong guesses must not queue the admin's right one behind their delays, and a
+//!   128-bit code is not guessable at any rate, so the delay only slows a script.
 
 use super::error::{ApiError, ErrorBody};
 use super::routes::Body;
@@ -32,7 +34,7 @@ type ApiResult = Result<Json<Value>, ApiError>;
 /// How long a wrong setup code waits before its answer.
 pub const WRONG_CODE_DELAY: Duration = Duration::from_secs(1);
 
-/// Serialises first-token attempts (with the delay of a wrong one inside).
+/// Serialises first-token checks (not the delay of a wrong one).
 static ATTEMPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The one-time setup code and the new token's name.
@@ -63,12 +65,14 @@ async fn setup_state(State(d): D) -> Json<Value> {
               (status = 409, description = "A named token exists already; nothing created", body = ErrorBody),
               (status = 400, description = "Bad name or body; nothing created", body = ErrorBody)))]
 async fn first_token(State(d): D, Body(b): Body<FirstTokenBody>) -> ApiResult {
-    let _one_at_a_time = ATTEMPT.lock().await;
     let name = b.name.clone();
     let d2 = d.clone();
-    let res = tokio::task::spawn_blocking(move || d2.api.tokens.first(&b.code, &b.name))
-        .await
-        .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?;
+    let res = {
+        let _one_at_a_time = ATTEMPT.lock().await;
+        tokio::task::spawn_blocking(move || d2.api.tokens.first(&b.code, &b.name))
+            .await
+            .map_err(|e| ApiError::new("internal", format!("internal error: {e}")))?
+    };
     match res {
         Ok(secret) => {
             eprintln!("cachalot: API token '{name}' created with the setup code");
