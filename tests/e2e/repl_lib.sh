@@ -124,6 +124,16 @@ repl_link_up() {
     ip -n "$NSB" link set "vB$$" up
 }
 
+# repl_push_nodes: the link, A as a plain node, B listening for replication at
+# TARGET, and a 2G pool "tank" on each (the push tests' common start).
+repl_push_nodes() {
+    repl_link_up
+    start_node A "$NSA"
+    start_node B "$NSB" --replication "$TARGET"
+    assert_ok CA pool create -s 2G tank "$T/a.img"
+    assert_ok CB pool create -s 2G tank "$T/b.img"
+}
+
 repl_pair() {
     local tok
     tok=$(assert_ok CB replication pair)

@@ -16,11 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 
-repl_link_up
-start_node A "$NSA"
-start_node B "$NSB" --replication "$TARGET"
-assert_ok CA pool create -s 2G tank "$T/a.img"
-assert_ok CB pool create -s 2G tank "$T/b.img"
+repl_push_nodes
 assert_ok CA create tank/src
 mkdir -p "$T/src" "$T/dst"
 assert_ok CA mount tank/src "$T/src"

@@ -13,11 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 
-repl_link_up
-start_node A "$NSA"
-start_node B "$NSB" --replication "$TARGET"
-assert_ok CA pool create -s 2G tank "$T/a.img"
-assert_ok CB pool create -s 2G tank "$T/b.img"
+repl_push_nodes
 repl_pair
 
 # mount_src FS: mount A's FS under $T/m/FS and write a file in it.

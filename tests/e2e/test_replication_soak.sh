@@ -15,11 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 
 N=${REPL_SOAK:-3}
-repl_link_up
-start_node A "$NSA"
-start_node B "$NSB" --replication "$TARGET"
-assert_ok CA pool create -s 2G tank "$T/a.img"
-assert_ok CB pool create -s 2G tank "$T/b.img"
+repl_push_nodes
 repl_pair
 assert_ok CA create tank/src
 SRC=$T/src
