@@ -25,7 +25,7 @@ use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use cachalot_objects::zil::{CommitOutcome, Record};
-use cachalot_objects::{ObjectInfo, ObjectSet};
+use cachalot_objects::{ObjectInfo, ObjectSet, Payload};
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
@@ -247,13 +247,13 @@ impl Dataset {
     }
 
     pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        self.write_inner(obj, off, data, false, false)
+        self.write_inner(obj, off, &data.into(), false, false)
     }
 
     /// A write that is durable when it returns (O_DSYNC): one log commit, shared
     /// with concurrent sync writers.
     pub fn write_sync(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        self.write_inner(obj, off, data, true, false)
+        self.write_inner(obj, off, &data.into(), true, false)
     }
 
     /// A write (durable when it returns if `durable`) whose full records the
@@ -263,9 +263,16 @@ impl Dataset {
     /// work runs on the writers' threads in parallel instead of on the one
     /// committing thread. For a volume, whose writes are mostly whole blocks
     /// that a flush soon asks for; a block rewritten within the txg costs one
-    /// extra block write.
-    pub fn write_behind(&self, obj: u64, off: u64, data: &[u8], durable: bool) -> Result<()> {
-        self.write_inner(obj, off, data, durable, true)
+    /// extra block write. Owned block-sized pieces of `data` become the
+    /// records without a copy (`ObjectSet::write_payload`).
+    pub fn write_behind<'a>(
+        &self,
+        obj: u64,
+        off: u64,
+        data: impl Into<Payload<'a>>,
+        durable: bool,
+    ) -> Result<()> {
+        self.write_inner(obj, off, &data.into(), durable, true)
     }
 
     /// A write of `receive`, which fills a hidden dataset that a crash discards
@@ -328,7 +335,7 @@ impl Dataset {
         &self,
         obj: u64,
         off: u64,
-        data: &[u8],
+        data: &Payload<'_>,
         durable: bool,
         behind: bool,
     ) -> Result<()> {
@@ -339,7 +346,7 @@ impl Dataset {
         let policy = self.sync_policy();
         let txg = {
             let _txg = self.objset.hold_txg();
-            self.objset.write(obj, off, data)?;
+            self.objset.write_payload(obj, off, data)?;
             let txg = self.objset.open_txg();
             if policy != SyncPolicy::Disabled {
                 // A large write is not copied into its itx: the log reads it
@@ -354,7 +361,7 @@ impl Dataset {
                     Record::Write {
                         obj,
                         off,
-                        data: data.into(),
+                        data: data.shared(0, data.len()),
                     }
                 };
                 self.objset.zil().log(txg, rec);

@@ -6,7 +6,7 @@
 //! committed.
 
 mod common;
-use cachalot_datasets::Store;
+use cachalot_datasets::{Payload, Store};
 use cachalot_pool::{BlockDevice, Power, SimDevice};
 use common::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,9 +81,12 @@ fn workload_with(seed: u64, slog: bool, cut: Option<u64>, txg_timeout: Duration)
                     let off = i * rec_len(seed) as u64;
                     let r = if w == WRITERS - 1 {
                         // A volume's writes: full blocks written behind, made
-                        // durable by FUA (every other one) or the fsync after.
+                        // durable by FUA (every other one) or the fsync after;
+                        // read into owned block-sized pieces as the NBD server
+                        // does, so whole records are taken without a copy.
                         let fua = i % 2 == 0;
-                        ds.write_behind(objs[w as usize], off, &rec, fua)
+                        let owned = Payload::read_from(&mut &rec[..], off, rec.len(), 128 << 10);
+                        ds.write_behind(objs[w as usize], off, owned.unwrap(), fua)
                             .and_then(|_| if fua { Ok(()) } else { ds.fsync() })
                     } else if (i + w) % 3 == 0 {
                         ds.write_sync(objs[w as usize], off, &rec)

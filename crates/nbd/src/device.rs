@@ -4,7 +4,7 @@
 //! Invariants: a device checks every range itself (`OutOfRange`) as well; the
 //! server checks first so that nothing is allocated for a bad request.
 
-use cachalot_zvol::{Extent, ExtentKind, Result, Zvol, ZvolError};
+use cachalot_zvol::{Extent, ExtentKind, Payload, Result, Zvol, ZvolError};
 use parking_lot::Mutex;
 
 pub trait Device: Send + Sync {
@@ -14,7 +14,9 @@ pub trait Device: Send + Sync {
     fn is_readonly(&self) -> bool;
     fn write_cache(&self) -> bool;
     fn read(&self, off: u64, len: usize) -> Result<Vec<u8>>;
-    fn write(&self, off: u64, data: &[u8], fua: bool) -> Result<()>;
+    /// Owned block-sized pieces (`Payload::read_from` with `block_size`) are
+    /// stored without a copy by a `Zvol`.
+    fn write(&self, off: u64, data: Payload<'_>, fua: bool) -> Result<()>;
     fn flush(&self) -> Result<()>;
     fn discard(&self, off: u64, len: u64, fua: bool) -> Result<()>;
     fn write_zeroes(&self, off: u64, len: u64, fua: bool) -> Result<()>;
@@ -40,7 +42,7 @@ impl Device for Zvol {
     fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
         Zvol::read(self, off, len)
     }
-    fn write(&self, off: u64, data: &[u8], fua: bool) -> Result<()> {
+    fn write(&self, off: u64, data: Payload<'_>, fua: bool) -> Result<()> {
         Zvol::write(self, off, data, fua)
     }
     fn flush(&self) -> Result<()> {
@@ -111,10 +113,10 @@ impl Device for MemDevice {
         let (a, z) = self.check(off, len as u64)?;
         Ok(self.data.lock()[a..z].to_vec())
     }
-    fn write(&self, off: u64, data: &[u8], _fua: bool) -> Result<()> {
+    fn write(&self, off: u64, data: Payload<'_>, _fua: bool) -> Result<()> {
         let (a, z) = self.check(off, data.len() as u64)?;
         self.check_rw()?;
-        self.data.lock()[a..z].copy_from_slice(data);
+        data.copy_to(0, &mut self.data.lock()[a..z]);
         if z > a {
             let mut al = self.alloc.lock();
             for b in a / MEM_BS as usize..=(z - 1) / MEM_BS as usize {

@@ -19,7 +19,7 @@
 use crate::device::Device;
 use crate::handshake::Negotiated;
 use crate::proto::*;
-use cachalot_zvol::{ExtentKind, ZvolError};
+use cachalot_zvol::{ExtentKind, Payload, ZvolError};
 use parking_lot::{Condvar, Mutex};
 use std::io::{self, Read, Write};
 use std::sync::Arc;
@@ -147,12 +147,12 @@ fn zvol_errno(kind: u16, e: &ZvolError) -> u32 {
 }
 
 /// Run one validated request against the device.
-pub fn execute(dev: &dyn Device, req: &Request, payload: Vec<u8>) -> Outcome {
+pub fn execute(dev: &dyn Device, req: &Request, payload: Payload<'_>) -> Outcome {
     let fua = req.flags & CMD_FLAG_FUA != 0;
     let (off, len) = (req.offset, req.length as u64);
     let r = match req.kind {
         CMD_READ => return result(req.kind, dev.read(off, len as usize).map(Outcome::Data)),
-        CMD_WRITE => dev.write(off, &payload, fua),
+        CMD_WRITE => dev.write(off, payload, fua),
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.discard(off, len, fua),
         // NO_HOLE asks for provisioned blocks; on copy-on-write storage every
@@ -282,7 +282,7 @@ fn write_reply<W: Write>(w: &mut W, r: &Reply) -> io::Result<()> {
 
 struct Job {
     req: Request,
-    payload: Vec<u8>,
+    payload: Payload<'static>,
     charged: u64,
     start: Instant,
     refused: Option<(u32, String)>,
@@ -392,7 +392,7 @@ fn read_loop<R: Read>(
             io::copy(&mut r.by_ref().take(req.length as u64), &mut io::sink())?;
             dispatch(Job {
                 req,
-                payload: Vec::new(),
+                payload: Payload::default(),
                 charged: 0,
                 start,
                 refused,
@@ -405,12 +405,17 @@ fn read_loop<R: Read>(
             0
         };
         budget.acquire(charged);
-        let mut payload = Vec::new();
+        let mut payload = Payload::default();
         if has_payload {
-            payload = vec![0u8; req.length as usize];
-            if let Err(e) = r.read_exact(&mut payload) {
-                budget.release(charged);
-                return Err(e);
+            // Read straight into block-sized buffers that become the volume's
+            // records as they are (no zero-filled staging buffer, no copy).
+            let bs = neg.dev.block_size() as u64;
+            match Payload::read_from(r, req.offset, req.length as usize, bs) {
+                Ok(p) => payload = p,
+                Err(e) => {
+                    budget.release(charged);
+                    return Err(e);
+                }
             }
         }
         dispatch(Job {

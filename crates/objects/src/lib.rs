@@ -6,6 +6,7 @@ pub mod cache;
 pub mod dnode;
 pub mod l2arc;
 pub mod objset;
+pub mod payload;
 pub mod readahead;
 pub mod zil;
 
@@ -13,3 +14,4 @@ pub use cache::{BlockCache, BlockKey, CachePolicy};
 pub use objset::{
     traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReplayReport, Result,
 };
+pub use payload::Payload;

@@ -20,6 +20,7 @@
 
 use crate::cache::{BlockCache, CachePolicy};
 use crate::dnode::*;
+use crate::payload::{zeroed, Payload};
 use crate::readahead::ReadAhead;
 use crate::zil::{Record, Zil, ZilHeader};
 
@@ -830,6 +831,14 @@ impl ObjectSet {
 
     /// Write `data` at `offset`, growing the object as needed.
     pub fn write(&self, id: u64, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_payload(id, offset, &data.into())
+    }
+
+    /// Write `data` at `offset`, growing the object as needed. An owned piece
+    /// of `data` that is exactly one whole aligned record becomes that record
+    /// without a copy (see `Payload`); other bytes are copied, and a partial
+    /// record is read, modified and written.
+    pub fn write_payload(&self, id: u64, offset: u64, data: &Payload<'_>) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -860,10 +869,11 @@ impl ObjectSet {
             let rstart = blkid * bs;
             let a = (pos - rstart) as usize;
             let b = ((end - rstart).min(bs)) as usize;
-            let src = &data[(pos - offset) as usize..(pos - offset) as usize + (b - a)];
+            let from = (pos - offset) as usize;
             pos = rstart + b as u64;
             if a == 0 && b == bs as usize {
-                Self::put_record(&mut inner.dirty_bytes, st, blkid, src.into());
+                let rec = data.shared(from, b);
+                Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
                 continue;
             }
             // A partial write into an open record nothing else holds (no reader,
@@ -873,15 +883,18 @@ impl ObjectSet {
             // record then copies 16 KiB instead of the record twice.
             let own = st.open.records.get_mut(&blkid).and_then(Arc::get_mut);
             if let Some(r) = own.filter(|r| r.len() == bs as usize) {
-                r[a..b].copy_from_slice(src);
+                data.copy_to(from, &mut r[a..b]);
                 st.dirty = true;
                 continue;
             }
             let mut rec: Arc<[u8]> = match self.get_record(st, blkid, props.cache)? {
                 Some(r) => Arc::from(&r[..]),
-                None => std::iter::repeat_n(0, bs as usize).collect(),
+                None => zeroed(bs as usize),
             };
-            Arc::get_mut(&mut rec).expect("a new record is unique")[a..b].copy_from_slice(src);
+            data.copy_to(
+                from,
+                &mut Arc::get_mut(&mut rec).expect("a new record is unique")[a..b],
+            );
             Self::put_record(&mut inner.dirty_bytes, st, blkid, rec);
         }
         st.size = st.size.max(end);

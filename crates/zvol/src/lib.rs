@@ -19,6 +19,7 @@
 //!   (as a ZFS zvol shows the rolled-back contents), so served clients see it.
 
 use cachalot_datasets::dataset::OTYPE_VOLUME;
+pub use cachalot_datasets::Payload;
 use cachalot_datasets::{Dataset, DatasetKind, Store, StoreError, SyncPolicy};
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -168,8 +169,11 @@ impl Zvol {
         Ok(data)
     }
 
-    /// fua: durable before it returns (one intent-log commit).
-    pub fn write(&self, off: u64, data: &[u8], fua: bool) -> Result<()> {
+    /// fua: durable before it returns (one intent-log commit). Owned pieces
+    /// of `data` that are whole blocks (`Payload::read_from` with
+    /// `block_size`) become the blocks without a copy.
+    pub fn write<'a>(&self, off: u64, data: impl Into<Payload<'a>>, fua: bool) -> Result<()> {
+        let data = data.into();
         self.check_range(off, data.len() as u64)?;
         self.check_writable()?;
         if data.is_empty() {

@@ -50,6 +50,19 @@ pub(super) struct Taken {
     pub free: Vec<BlkPtr>,
 }
 
+/// `Write` records of contiguous `pieces` from `off`.
+fn writes(obj: u64, off: u64, pieces: Vec<Arc<[u8]>>) -> Vec<Record> {
+    let mut pos = off;
+    pieces
+        .into_iter()
+        .map(|data| {
+            let at = pos;
+            pos += data.len() as u64;
+            Record::Write { obj, off: at, data }
+        })
+        .collect()
+}
+
 impl ObjectSet {
     /// The intent-log commit: lazy writes resolved, large writes by reference
     /// (see `Zil::commit`).
@@ -66,33 +79,26 @@ impl ObjectSet {
     fn resolve_logged(&self, rec: &Record, txg: u64, by_ref: bool) -> Option<Vec<Record>> {
         match rec {
             Record::Write { obj, off, data } if by_ref => {
-                let bytes =
-                    |a: u64, b: u64| Some(data[(a - off) as usize..(b - off) as usize].into());
+                let bytes = |a: u64, b: u64| {
+                    if (a, b) == (*off, off + data.len() as u64) {
+                        return Some(vec![data.clone()]);
+                    }
+                    Some(vec![data[(a - off) as usize..(b - off) as usize].into()])
+                };
                 self.prewrite(*obj, *off, data.len() as u64, txg, &bytes)
             }
             Record::WriteLazy { obj, off, len } => {
-                // The object's bytes now (zeros past its end); none if it is gone.
-                let read = |a: u64, b: u64| -> Option<Arc<[u8]>> {
-                    let mut v = self.read(*obj, a, (b - a) as usize).ok()?;
-                    v.resize((b - a) as usize, 0);
-                    Some(v.into())
-                };
+                let read = |a: u64, b: u64| self.read_shared(*obj, a, b);
                 if by_ref {
                     if let Some(v) = self.prewrite(*obj, *off, *len, txg, &read) {
                         return Some(v);
                     }
                 }
-                let data = read(*off, off + len);
-                Some(
-                    data.map(|data| {
-                        vec![Record::Write {
-                            obj: *obj,
-                            off: *off,
-                            data,
-                        }]
-                    })
-                    .unwrap_or_default(),
-                )
+                Some(writes(
+                    *obj,
+                    *off,
+                    read(*off, off + len).unwrap_or_default(),
+                ))
             }
             _ => None,
         }
@@ -110,7 +116,7 @@ impl ObjectSet {
         off: u64,
         len: u64,
         txg: u64,
-        bytes: &dyn Fn(u64, u64) -> Option<Arc<[u8]>>,
+        bytes: &dyn Fn(u64, u64) -> Option<Vec<Arc<[u8]>>>,
     ) -> Option<Vec<Record>> {
         let end = off + len;
         let (bs, written) = self.prewrite_blocks(obj, off, len, txg)?;
@@ -119,11 +125,7 @@ impl ObjectSet {
         for (b, bp) in written {
             let start = b * bs;
             if start > pos {
-                out.push(Record::Write {
-                    obj,
-                    off: pos,
-                    data: bytes(pos, start)?,
-                });
+                out.extend(writes(obj, pos, bytes(pos, start)?));
             }
             out.push(Record::WriteRef {
                 obj,
@@ -134,11 +136,50 @@ impl ObjectSet {
             pos = start + bs;
         }
         if pos < end {
-            out.push(Record::Write {
-                obj,
-                off: pos,
-                data: bytes(pos, end)?,
-            });
+            out.extend(writes(obj, pos, bytes(pos, end)?));
+        }
+        Some(out)
+    }
+
+    /// Bytes `[a, b)` of `obj` as they read now (zeros past its end), in
+    /// contiguous pieces: a whole record held in memory (the open or syncing
+    /// txg's, which a streaming write's commit finds) is shared as it is, not
+    /// copied; the rest is read. None if the object is gone.
+    fn read_shared(&self, obj: u64, a: u64, b: u64) -> Option<Vec<Arc<[u8]>>> {
+        let (bs, shared) = {
+            let mut inner = self.inner.lock();
+            let st = self.load(&mut inner, obj).ok()?;
+            let bs = st.blksz as u64;
+            let in_memory = |blk: u64| {
+                let layers = [Some(&st.open), st.syncing.as_deref()];
+                let hit = layers.into_iter().flatten().find_map(|l| l.lookup(blk));
+                // Within the object's size only: bytes past it read as zeros.
+                let inside = (blk + 1) * bs <= st.size;
+                hit.flatten()
+                    .filter(|r| inside && r.len() as u64 == bs)
+                    .cloned()
+            };
+            let shared: Vec<(u64, Arc<[u8]>)> = (a.div_ceil(bs)..b / bs)
+                .filter_map(|blk| Some((blk, in_memory(blk)?)))
+                .collect();
+            (bs, shared)
+        };
+        let read = |x: u64, y: u64| -> Option<Arc<[u8]>> {
+            let mut v = self.read(obj, x, (y - x) as usize).ok()?;
+            v.resize((y - x) as usize, 0);
+            Some(v.into())
+        };
+        let mut out = Vec::with_capacity(shared.len() + 2);
+        let mut pos = a;
+        for (blk, rec) in shared {
+            if blk * bs > pos {
+                out.push(read(pos, blk * bs)?);
+            }
+            out.push(rec);
+            pos = (blk + 1) * bs;
+        }
+        if pos < b {
+            out.push(read(pos, b)?);
         }
         Some(out)
     }
