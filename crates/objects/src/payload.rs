@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_short_stream_is_an_error() {
-        let data = vec![1u8; 100];
+        let data = [1u8; 100];
         assert!(Payload::read_from(&mut &data[..], 0, 200, 64).is_err());
     }
 }
