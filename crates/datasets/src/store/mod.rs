@@ -23,7 +23,7 @@ mod space;
 mod txg;
 mod verify;
 
-pub(crate) use properties::{resolve, resolve_objset_props};
+pub(crate) use properties::{resolve, resolve_objset_props, resolve_recordsize};
 pub use space::slop_space;
 pub(crate) use space::used_of;
 

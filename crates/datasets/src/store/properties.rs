@@ -47,19 +47,24 @@ pub(crate) fn resolve(cat: &Catalog, id: u64, p: &str) -> (String, String) {
 }
 
 pub(crate) fn resolve_objset_props(cat: &Catalog, id: u64) -> ObjsetProps {
-    let rec = &cat.datasets[&id];
-    let recordsize = match rec.volblocksize {
-        Some(b) => b,
-        None => resolve(cat, id, "recordsize").0.parse().unwrap_or(131072),
-    };
     ObjsetProps {
-        recordsize,
+        recordsize: resolve_recordsize(cat, id),
         compression: Compression::parse(&resolve(cat, id, "compression").0)
             .unwrap_or(Compression::Lz4),
         cache: CachePolicy::from_props(
             &resolve(cat, id, "primarycache").0,
             &resolve(cat, id, "secondarycache").0,
         ),
+    }
+}
+
+/// The record size of dataset `id`: a volume's block size, else `recordsize`.
+/// Alone (not through `resolve_objset_props`) for the space check every write
+/// makes, which needs nothing else.
+pub(crate) fn resolve_recordsize(cat: &Catalog, id: u64) -> u32 {
+    match cat.datasets[&id].volblocksize {
+        Some(b) => b,
+        None => resolve(cat, id, "recordsize").0.parse().unwrap_or(131072),
     }
 }
 

@@ -87,7 +87,7 @@ impl Store {
         let need = slop_space(size) + reserved_elsewhere + dirty + dirty / 4 + est;
         // Only free space in extents that can hold this dataset's records counts
         // (no gang blocks: a record must be contiguous); metadata needs 16K pieces.
-        let blksz = (resolve_objset_props(cat, id).recordsize as u64).max(16384);
+        let blksz = (resolve_recordsize(cat, id) as u64).max(16384);
         let usable = self.pool.usable_free(blksz).min(free);
         if usable < need {
             return Err(StoreError::NoSpace(self.pool.name()));
