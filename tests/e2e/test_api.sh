@@ -20,6 +20,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 C=$CACHALOT
+DAEMON_ARGS=(--replication 127.0.0.1:0)  # api_check.py pairs with this listener
 start_daemon
 WORK=$(mktmp)
 addr=$(cat "$HOME_DIR/http.addr")
