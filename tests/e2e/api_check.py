@@ -284,6 +284,8 @@ for proto in ("iscsi", "nbd"):
     refused("PUT", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
     ok("PUT", f"/shares/{proto}/{q('tank/vol')}")
     assert prop("tank/vol", f"share{proto}") == "on", proto
+    refused("DELETE", f"/shares/{proto}/{q('tank/vol')}", status=401, code="unauthorized", token=None)
+    refused("DELETE", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
 rows = ok("GET", "/shares")
 mine = {r["protocol"]: r for r in rows if r["name"] == "tank/vol"}
 assert set(mine) == {"iscsi", "nbd"}, rows
@@ -299,11 +301,17 @@ print("--- replication: create, list with lag, pause, resume, run, destroy")
 assert ok("GET", "/replication") == []
 
 
+def relationships():
+    """What a request may change: a resumed relationship's cycles (to nowhere here)
+    change its lag and last error on their own."""
+    return [{k: r.get(k) for k in ("name", "source", "target", "state", "schedule")} for r in ok("GET", "/replication")]
+
+
 def refused_repl(method, path, body=None, status=400, code="invalid_request", token=TOKEN):
     """A refused replication request changes no relationship (nor anything else)."""
-    before = ok("GET", "/replication")
+    before = relationships()
     refused(method, path, body, status, code, token=token)
-    assert ok("GET", "/replication") == before, f"{method} {path} {body} changed the relationships"
+    assert relationships() == before, f"{method} {path} {body} changed the relationships"
 
 
 r1 = {"name": "r1", "source": "tank/mysql", "target": "127.0.0.1:9/tank/copy", "paused": True}
@@ -354,12 +362,15 @@ refused("PUT", f"/datasets/{log}/properties/quota", {"value": "1G"}, 401, "unaut
 refused("PUT", f"/datasets/{log}/properties/bogus", {"value": "1"})
 refused("DELETE", f"/datasets/{data}/properties/recordsize", status=401, code="unauthorized", token=None)
 refused("DELETE", f"/datasets/{q('tank/nope')}/properties/quota", status=404, code="not_found")
+refused("DELETE", f"/datasets/{data}/properties/bogus")
 refused("POST", f"/datasets/{data}/promote", status=401, code="unauthorized", token=None)
 refused("POST", f"/datasets/{q('tank/nope')}/promote", status=404, code="not_found")
 refused("POST", f"/datasets/{log}/promote", status=400, code="invalid_request")
 refused("POST", "/snapshots", {"names": ["tank/mysql/log@nt"]}, 401, "unauthorized", token=None)
 refused("GET", f"/snapshots/{q('tank/mysql/log@nope')}", status=404, code="not_found")
 refused("POST", f"/snapshots/{q('tank/c1@s1')}/rollback", {}, 401, "unauthorized", token=None)
+refused("POST", f"/snapshots/{q('tank/c1@nope')}/rollback", {}, 404, "not_found")
+refused("GET", "/snapshots?bogus=1")
 refused("POST", f"/snapshots/{q('tank/c1@s1')}/clone", {"target": "tank/c3"}, 401, "unauthorized", token=None)
 refused("DELETE", f"/snapshots/{q('tank/mysql/data@s1')}", status=401, code="unauthorized", token=None)
 refused("PUT", f"/shares/nfs/{log}", {"options": "rw=127.0.0.1/32"}, 401, "unauthorized", token=None)
@@ -412,6 +423,9 @@ assert "tank/vol" not in cli("list", "-H", "-o", "name")
 ok("POST", "/pools/tank/export")
 assert cli("pool", "list", "-H") == ""
 refused("POST", "/pools/tank/import", {"dirs": "x"})
+refused("POST", "/pools/tank/import", {"dirs": [WORK]}, 401, "unauthorized", token=None)
+refused("POST", "/pools/nosuch/import", {"dirs": [WORK]}, 404, "not_found")
+refused("POST", "/pools/tank/export", status=404, code="not_found")
 refused("POST", "/pools/tank/import", {"dirs": [WORK], "name": "tank"})
 ok("POST", "/pools/tank/import", {"dirs": [WORK]})
 assert cli("pool", "list", "-H").startswith("tank\t")

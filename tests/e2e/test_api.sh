@@ -11,7 +11,8 @@
 # (full and incremental) runs as a job into a new file that `cachalot receive`
 # takes (a refused send leaves no file and never overwrites one); a filesystem is
 # mounted, written through, unmounted and mounted again to read it back (refusals
-# mount nothing). The MySQL
+# mount nothing); a pairing token is made and the daemon pairs with its own
+# replication listener (refusals pin no peer). The MySQL
 # routes need MariaDB: test_api_mysql.sh. The first token comes from the one-time
 # setup code (api_first_token.py) and drives the whole run; revoking the last
 # named token makes a new code at once, which makes the next first token; a
