@@ -41,11 +41,12 @@ from webdriver import ManagePage  # tests/e2e/webdriver.py
 work, mnt, t0 = sys.argv[1], sys.argv[2], float(sys.argv[3])
 typed = 0
 with ManagePage() as b:
-    # What the user does on the appliance: sudo cat the file the page names.
+    # What the user does on the appliance: sudo cat the file the page names, in
+    # the daemon's home (/var/lib/cachalot for the service; here HOME_DIR).
     b.open("/#/manage")
     code_file = b.wait("the first-run box", "return !document.getElementById('m-first').hidden && "
                        "document.getElementById('m-first-file').textContent")
-    with open(code_file) as f:
+    with open(os.path.join(os.environ["HOME_DIR"], code_file)) as f:
         code = f.read().strip()
     b.first_run(code)
     typed += 1

@@ -284,6 +284,8 @@ for proto in ("iscsi", "nbd"):
     refused("PUT", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
     ok("PUT", f"/shares/{proto}/{q('tank/vol')}")
     assert prop("tank/vol", f"share{proto}") == "on", proto
+    refused("DELETE", f"/shares/{proto}/{q('tank/vol')}", status=401, code="unauthorized", token=None)
+    refused("DELETE", f"/shares/{proto}/{q('tank/nosuch')}", status=404, code="not_found")
 rows = ok("GET", "/shares")
 mine = {r["protocol"]: r for r in rows if r["name"] == "tank/vol"}
 assert set(mine) == {"iscsi", "nbd"}, rows
@@ -299,11 +301,17 @@ print("--- replication: create, list with lag, pause, resume, run, destroy")
 assert ok("GET", "/replication") == []
 
 
+def relationships():
+    """What a request may change: a resumed relationship's cycles (to nowhere here)
+    change its lag and last error on their own."""
+    return [{k: r.get(k) for k in ("name", "source", "target", "state", "schedule")} for r in ok("GET", "/replication")]
+
+
 def refused_repl(method, path, body=None, status=400, code="invalid_request", token=TOKEN):
     """A refused replication request changes no relationship (nor anything else)."""
-    before = ok("GET", "/replication")
+    before = relationships()
     refused(method, path, body, status, code, token=token)
-    assert ok("GET", "/replication") == before, f"{method} {path} {body} changed the relationships"
+    assert relationships() == before, f"{method} {path} {body} changed the relationships"
 
 
 r1 = {"name": "r1", "source": "tank/mysql", "target": "127.0.0.1:9/tank/copy", "paused": True}
@@ -325,8 +333,12 @@ assert ok("GET", "/replication/r1") == rows
 refused("GET", "/replication/nosuch", status=404, code="not_found")
 refused("POST", "/replication/r1/resume", status=401, code="unauthorized", token=None)
 refused("POST", "/replication/nosuch/resume", status=404, code="not_found")
+refused("POST", "/replication/nosuch/pause", status=404, code="not_found")
+refused("POST", "/replication/nosuch/run", status=404, code="not_found")
+refused_repl("POST", "/replication/r1/run", status=401, code="unauthorized", token=None)
 ok("POST", "/replication/r1/resume")
 assert cli("replication", "list", "-H").split("\t")[3] != "paused", cli("replication", "list", "-H")
+refused_repl("POST", "/replication/r1/pause", status=401, code="unauthorized", token=None)
 ok("POST", "/replication/r1/pause")
 assert cli("replication", "list", "-H").split("\t")[3] == "paused"
 # No peer listens at 127.0.0.1:9: the cycle fails, with a JSON error and the
@@ -339,12 +351,81 @@ refused_repl("DELETE", "/replication/nosuch", status=404, code="not_found")
 ok("DELETE", "/replication/r1")
 assert ok("GET", "/replication") == [] and cli("replication", "list", "-H") == ""
 
+print("--- the other routes' refusals: no token, names that do not exist, bad input; nothing changed")
+# tank/mysql/data is a clone of tank/c1@s1 here (promoted above), so a promote
+# or a rollback that went through would show in the state refused() compares.
+log, data = q("tank/mysql/log"), q("tank/mysql/data")
+refused("POST", "/datasets", {"name": "tank/nt"}, 401, "unauthorized", token=None)
+refused("DELETE", f"/datasets/{log}", status=401, code="unauthorized", token=None)
+refused("DELETE", f"/datasets/{log}", status=403, code="forbidden", token="0" * 64)
+refused("PUT", f"/datasets/{log}/properties/quota", {"value": "1G"}, 401, "unauthorized", token=None)
+refused("PUT", f"/datasets/{log}/properties/bogus", {"value": "1"})
+refused("DELETE", f"/datasets/{data}/properties/recordsize", status=401, code="unauthorized", token=None)
+refused("DELETE", f"/datasets/{q('tank/nope')}/properties/quota", status=404, code="not_found")
+refused("DELETE", f"/datasets/{data}/properties/bogus")
+refused("POST", f"/datasets/{data}/promote", status=401, code="unauthorized", token=None)
+refused("POST", f"/datasets/{q('tank/nope')}/promote", status=404, code="not_found")
+refused("POST", f"/datasets/{log}/promote", status=400, code="invalid_request")
+refused("POST", "/snapshots", {"names": ["tank/mysql/log@nt"]}, 401, "unauthorized", token=None)
+refused("GET", f"/snapshots/{q('tank/mysql/log@nope')}", status=404, code="not_found")
+refused("POST", f"/snapshots/{q('tank/c1@s1')}/rollback", {}, 401, "unauthorized", token=None)
+refused("POST", f"/snapshots/{q('tank/c1@nope')}/rollback", {}, 404, "not_found")
+refused("GET", "/snapshots?bogus=1")
+refused("POST", f"/snapshots/{q('tank/c1@s1')}/clone", {"target": "tank/c3"}, 401, "unauthorized", token=None)
+refused("DELETE", f"/snapshots/{q('tank/mysql/data@s1')}", status=401, code="unauthorized", token=None)
+refused("PUT", f"/shares/nfs/{log}", {"options": "rw=127.0.0.1/32"}, 401, "unauthorized", token=None)
+refused("PUT", f"/shares/nfs/{q('tank/nope')}", {"options": "rw=127.0.0.1/32"}, 404, "not_found")
+refused("DELETE", f"/shares/nfs/{q('tank/nope')}", status=404, code="not_found")
+ok("PUT", f"/shares/nfs/{log}", {"options": "rw=127.0.0.1/32"})
+refused("DELETE", f"/shares/nfs/{log}", status=401, code="unauthorized", token=None)
+ok("DELETE", f"/shares/nfs/{log}")
+refused("POST", "/pools/tank/export", status=401, code="unauthorized", token=None)
+refused("POST", "/pools/nosuch/export", status=404, code="not_found")
+refused("DELETE", "/pools/nosuch", status=404, code="not_found")
+refused("POST", "/pools/tank/import", {"dirs": [WORK]}, 409, "already_exists")
+refused("POST", "/pools/tank/scrub", status=401, code="unauthorized", token=None)
+
+print("--- pairing: a pairing token, refusals that pin nothing, pair with this appliance's own listener")
+REPL_ADDR = open(os.path.join(os.environ["HOME_DIR"], "replication.addr")).read().strip()
+assert ok("GET", "/peers") == [] and cli("replication", "peers", "-H") == ""
+
+
+def refused_pair(body, status, code, token=TOKEN):
+    """A refused pairing pins no peer (nor changes anything else)."""
+    refused("POST", "/peers", body, status, code, token=token)
+    assert ok("GET", "/peers") == [] and cli("replication", "peers", "-H") == "", body
+
+
+refused("POST", "/peers/token", {}, 401, "unauthorized", token=None)
+refused("POST", "/peers/token", {"bogus": 1})
+pt = ok("POST", "/peers/token", {})
+assert len(pt["token"]) >= 20 and pt["fingerprint"], pt
+good_pair = {"address": REPL_ADDR, "token": pt["token"]}
+refused_pair(good_pair, 401, "unauthorized", token=None)
+refused_pair(good_pair, 403, "forbidden", token="0" * 64)
+refused_pair({"address": REPL_ADDR}, 400, "invalid_request")
+refused_pair({**good_pair, "token": 5}, 400, "invalid_request")
+refused_pair({**good_pair, "bogus": 1}, 400, "invalid_request")
+refused_pair({**good_pair, "address": "no-port"}, 400, "invalid_request")
+refused_pair({**good_pair, "address": "127.0.0.1:9"}, 422, "failed")
+refused_pair({**good_pair, "token": "0" * len(pt["token"])}, 422, "failed")  # and the right one still works
+v = ok("POST", "/peers", good_pair)
+assert v["fingerprint"] == pt["fingerprint"], (v, pt)
+peers = ok("GET", "/peers")
+assert len(peers) == 1 and peers[0]["address"] == REPL_ADDR, peers
+assert cli("replication", "peers", "-H").split("\t")[:2] == [peers[0]["fingerprint"], REPL_ADDR], cli("replication", "peers", "-H")
+refused("POST", "/peers", good_pair, 422, "failed")  # a pairing token works once
+assert ok("GET", "/peers") == peers, "a used pairing token changed the peers"
+
 print("--- destroy, export, import")
 ok("DELETE", f"/datasets/{q('tank/vol')}")
 assert "tank/vol" not in cli("list", "-H", "-o", "name")
 ok("POST", "/pools/tank/export")
 assert cli("pool", "list", "-H") == ""
 refused("POST", "/pools/tank/import", {"dirs": "x"})
+refused("POST", "/pools/tank/import", {"dirs": [WORK]}, 401, "unauthorized", token=None)
+refused("POST", "/pools/nosuch/import", {"dirs": [WORK]}, 404, "not_found")
+refused("POST", "/pools/tank/export", status=404, code="not_found")
 refused("POST", "/pools/tank/import", {"dirs": [WORK], "name": "tank"})
 ok("POST", "/pools/tank/import", {"dirs": [WORK]})
 assert cli("pool", "list", "-H").startswith("tank\t")

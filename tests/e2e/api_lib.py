@@ -42,7 +42,7 @@ def state():
     """What a refused request must not change."""
     names = cli("list", "-H", "-t", "all", "-o", "name")
     props = cli("get", "-H", "-o", "name,property,value,source",
-                "quota,recordsize,sharenfs,compression", *[n for n in names.split() if "@" not in n]) \
+                "quota,recordsize,sharenfs,compression,origin", *[n for n in names.split() if "@" not in n]) \
         if names.strip() else ""
     pools = [line.split("\t")[0] for line in cli("pool", "list", "-H").splitlines()]
     return pools, names, props

@@ -74,11 +74,12 @@ with ManagePage() as b:
     # makes the token this tab then uses.
     b.open("/#/manage")
     b.wait("the first-run box", "return !document.getElementById('m-first').hidden")
-    assert b.js("return document.getElementById('m-first-file').textContent") == f"{home}/setup-code"
+    assert b.js("return document.getElementById('m-first-file').textContent") == "setup-code"
+    assert home not in b.js("return document.body.innerText"), "the page shows the daemon's home path"
     b.type("#m-first-code", "0" * 32)
     b.click("#m-first-go")
     msg = b.refused("the wrong setup code", "0-wrong-setup-code")
-    assert "wrong setup code" in msg and "(forbidden)" in msg, msg
+    assert "wrong setup code" in msg and "(forbidden)" in msg and home not in msg, msg
     assert cli("token", "list", "-H").split("\t")[0] == "default" and len(cli("token", "list", "-H").splitlines()) == 1
     token = b.first_run(setup_code(home))
     assert [r.split("\t")[0] for r in cli("token", "list", "-H").splitlines()] == ["default", "admin"]

@@ -1,5 +1,6 @@
 //! First run from the browser: `GET /api/v1/setup` says whether the first API
-//! token is still to be made (and in which file the one-time setup code is), and
+//! token is still to be made (and the name of the one-time setup code's file in
+//! the daemon's home), and
 //! `POST /api/v1/tokens/first` exchanges that code for the first named token.
 //! Why this is safe is in [`super::tokens`]: the code is in a root-only file, so
 //! it proves the same access `HOME/token` does, and it works once.
@@ -10,13 +11,19 @@
 //!   socket only, see `tokens::UNIX_ONLY_OPS`).
 //! - The code and the token travel in bodies only (never a URL); the log names
 //!   the token, never a secret.
-//! - First-token attempts are checked one at a time, and a
+//! - Answers name the code's file relative to the daemon's home, never its
+//!   absolute path: these routes are open, and the home's path is the appliance's
+//!   business (the daemon's log and the docs name it for whoever is root there).
+//! - The code's check and the token it makes are one step under the token
+//!   registry's write lock ([`super::tokens`]); attempts also queue here, on an
+//!   async lock, so waiting ones hold no blocking thread. A
 //!   wrong code answers after [`WRONG_CODE_DELAY`], taken outside the lock: a flood of
 //!   wrong guesses must not queue the admin's right one behind their delays, and a
 //!   128-bit code is not guessable at any rate, so the delay only slows a script.
 
 use super::error::{ApiError, ErrorBody};
 use super::routes::Body;
+use super::tokens::SETUP_CODE_FILE;
 use crate::daemon::Daemon;
 use axum::extract::State;
 use axum::Json;
@@ -34,7 +41,7 @@ type ApiResult = Result<Json<Value>, ApiError>;
 /// How long a wrong setup code waits before its answer.
 pub const WRONG_CODE_DELAY: Duration = Duration::from_secs(1);
 
-/// Serialises first-token checks (not the delay of a wrong one).
+/// Queues first-token attempts (not the delay of a wrong one) off the blocking pool.
 static ATTEMPT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The one-time setup code and the new token's name.
@@ -49,12 +56,14 @@ pub struct FirstTokenBody {
 
 /// Whether the first API token is still to be made (open: the login page asks).
 #[utoipa::path(get, path = "/api/v1/setup", tag = "meta",
-    responses((status = 200, description = "{\"first_token\": true, \"setup_code_file\": PATH} while no \
-               named token exists (the file holds the one-time code), else {\"first_token\": false}", body = Value)))]
+    responses((status = 200, description = "{\"first_token\": true, \"setup_code_file\": \"setup-code\"} while no \
+               named token exists and the one-time code is in that file of the daemon's home (named, not its \
+               path), else {\"first_token\": false}", body = Value)))]
 async fn setup_state(State(d): D) -> Json<Value> {
-    Json(match d.api.tokens.setup_code_file() {
-        Some(p) => json!({ "first_token": true, "setup_code_file": p.display().to_string() }),
-        None => json!({ "first_token": false }),
+    Json(if d.api.tokens.setup_code_ready() {
+        json!({ "first_token": true, "setup_code_file": SETUP_CODE_FILE })
+    } else {
+        json!({ "first_token": false })
     })
 }
 

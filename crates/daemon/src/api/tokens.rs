@@ -22,8 +22,20 @@
 //! `HOME/token`, so exchanging the code for a named token gives no one more than
 //! they had; the code is 128 random bits, compared by hash in constant time, and
 //! wrong guesses are slowed to one a second. The code works once: any named
-//! token (from the code or from `token create`) removes it and its file, and it
-//! is made again only at a start with no named token.
+//! token (from the code or from `token create`) removes it and its file. It is
+//! made again whenever no named token is left: at a start with none, and when
+//! `token revoke` removes the last one (so root on the appliance can give a
+//! browser-only user who lost their token a new code without a restart).
+//!
+//! Invariants of the setup code:
+//! - It exists only while no named token does. The code's check and the token it
+//!   makes are one step under the write lock, so a `token create` racing it cannot
+//!   slip in between (the code never makes a token after another one exists).
+//! - Failing to write it (a read-only home, no /dev/urandom) costs only the
+//!   browser's first run: the daemon logs a warning and starts, and `token create`
+//!   on the root-only unix socket still works.
+//! - Over HTTP (unauthenticated) the file is named relative to the daemon's home,
+//!   never by its absolute path; the daemon's log (root) names the path.
 
 use crate::daemon::{Daemon, OpResult};
 use crate::proto::Args;
@@ -129,7 +141,7 @@ impl Tokens {
             setup: Mutex::new(None),
         };
         if t.entries.read().is_empty() {
-            t.make_setup_code().map_err(anyhow::Error::msg)?;
+            t.offer_setup_code();
         } else {
             t.drop_setup_code();
         }
@@ -155,15 +167,25 @@ impl Tokens {
         Ok(())
     }
 
+    /// Make the setup code, as no named token exists; a failure is only logged
+    /// (the unix socket's `token create` still works, see the module doc).
+    fn offer_setup_code(&self) {
+        if let Err(e) = self.make_setup_code() {
+            eprintln!(
+                "cachalot: warning: no setup code for the first API token ({e}); create one with `cachalot token create NAME` on the appliance"
+            );
+        }
+    }
+
     /// Forget the setup code and remove its file (a named token exists).
     fn drop_setup_code(&self) {
         *self.setup.lock() = None;
         let _ = std::fs::remove_file(self.setup_code_path());
     }
 
-    /// Where the setup code is, while the first token can be made with it.
-    pub fn setup_code_file(&self) -> Option<PathBuf> {
-        self.setup.lock().is_some().then(|| self.setup_code_path())
+    /// Whether the first token can be made with the setup code now.
+    pub fn setup_code_ready(&self) -> bool {
+        self.setup.lock().is_some()
     }
 
     /// Exchange the one-time setup code for the first named token `name`;
@@ -171,24 +193,24 @@ impl Tokens {
     /// exists, for a bad name, or for a wrong code. The caller slows down
     /// wrong guesses (see `setup_routes`).
     pub fn first(&self, code: &str, name: &str) -> Result<String, FirstRefusal> {
-        validate_token_name(name).map_err(|e| ("invalid_request", e))?;
-        let Some(want) = self.setup.lock().clone() else {
-            return Err((
-                "already_exists",
-                "the first API token exists already: create more with `cachalot token create NAME`"
-                    .into(),
-            ));
-        };
-        if !ct_eq(hash(code.trim()).as_bytes(), want.as_bytes()) {
-            return Err((
-                "forbidden",
-                format!(
-                    "wrong setup code: it is in {} on the appliance (root only)",
-                    self.setup_code_path().display()
-                ),
-            ));
-        }
-        self.create(name).map_err(|e| ("failed", e))
+        self.add(name, || {
+            let Some(want) = self.setup.lock().clone() else {
+                return Err((
+                    "already_exists",
+                    "the first API token exists already: create more with `cachalot token create NAME`"
+                        .into(),
+                ));
+            };
+            if !ct_eq(hash(code.trim()).as_bytes(), want.as_bytes()) {
+                return Err((
+                    "forbidden",
+                    format!(
+                        "wrong setup code: it is in the file {SETUP_CODE_FILE} in the daemon's home on the appliance (root only)"
+                    ),
+                ));
+            }
+            Ok(())
+        })
     }
 
     fn save(&self, entries: &[TokenEntry]) -> Result<(), String> {
@@ -203,24 +225,36 @@ impl Tokens {
 
     /// Create token `name`; returns its secret (shown once, stored only hashed).
     pub fn create(&self, name: &str) -> Result<String, String> {
-        validate_token_name(name)?;
+        self.add(name, || Ok(())).map_err(|(_, m)| m)
+    }
+
+    /// Create token `name` if `allowed` agrees; it runs under the write lock,
+    /// so what it checks still holds when the token is made.
+    fn add(
+        &self,
+        name: &str,
+        allowed: impl FnOnce() -> Result<(), FirstRefusal>,
+    ) -> Result<String, FirstRefusal> {
+        validate_token_name(name).map_err(|e| ("invalid_request", e))?;
         if name == DEFAULT_NAME {
-            return Err(format!(
-                "token '{DEFAULT_NAME}' already exists (it is the daemon's token file)"
+            return Err((
+                "already_exists",
+                format!("token '{DEFAULT_NAME}' already exists (it is the daemon's token file)"),
             ));
         }
         let _w = self.write.lock();
+        allowed()?;
         let mut list = self.entries.read().clone();
         if list.iter().any(|t| t.name == name) {
-            return Err(format!("token '{name}' already exists"));
+            return Err(("already_exists", format!("token '{name}' already exists")));
         }
-        let secret = random_hex(32)?;
+        let secret = random_hex(32).map_err(|e| ("failed", e))?;
         list.push(TokenEntry {
             name: name.to_string(),
             blake3: hash(&secret),
             created: now_secs(),
         });
-        self.save(&list)?;
+        self.save(&list).map_err(|e| ("failed", e))?;
         *self.entries.write() = list;
         self.drop_setup_code();
         Ok(secret)
@@ -242,7 +276,11 @@ impl Tokens {
             return Err(format!("token '{name}' does not exist"));
         }
         self.save(&list)?;
+        let none_left = list.is_empty();
         *self.entries.write() = list;
+        if none_left {
+            self.offer_setup_code();
+        }
         Ok(())
     }
 
@@ -349,7 +387,7 @@ mod tests {
         std::fs::create_dir_all(&d).unwrap();
         let t = Tokens::open(&d, "0123456789abcdef0123".into()).unwrap();
         let file = d.join(SETUP_CODE_FILE);
-        assert_eq!(t.setup_code_file(), Some(file.clone()));
+        assert!(t.setup_code_ready());
         let mode = std::fs::metadata(&file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let code = std::fs::read_to_string(&file).unwrap().trim().to_string();
@@ -361,11 +399,11 @@ mod tests {
         assert_eq!(t.list().as_array().unwrap().len(), 1, "nothing created");
         let s = t.first(&code, "admin").unwrap();
         assert_eq!(t.check(&s).as_deref(), Some("admin"));
-        assert!(!file.exists() && t.setup_code_file().is_none());
+        assert!(!file.exists() && !t.setup_code_ready());
         assert_eq!(t.first(&code, "again").unwrap_err().0, "already_exists");
         // A start with a named token makes no code.
         let t2 = Tokens::open(&d, "x".repeat(20)).unwrap();
-        assert!(t2.setup_code_file().is_none() && !file.exists());
+        assert!(!t2.setup_code_ready() && !file.exists());
         // `token create` also ends the code's use.
         t.revoke("admin").unwrap();
         let t3 = Tokens::open(&d, "x".repeat(20)).unwrap();
@@ -373,6 +411,112 @@ mod tests {
         t3.create("cli").unwrap();
         assert!(!file.exists());
         assert_eq!(t3.first(&code, "ui").unwrap_err().0, "already_exists");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn temp_home(what: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cachalot-{what}-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn names(t: &Tokens) -> Vec<String> {
+        let rows = t.list();
+        let rows = rows.as_array().unwrap();
+        rows.iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// A setup code that cannot be written does not stop the daemon: the
+    /// registry opens without one and `token create` works (before, `open`
+    /// failed and the daemon did not start).
+    #[test]
+    fn unwritable_setup_code_still_opens() {
+        let d = temp_home("setup-unwritable");
+        // A directory in the file's place: the atomic rename onto it fails
+        // (as a read-only home would; root ignores a read-only mode bit).
+        std::fs::create_dir_all(d.join(SETUP_CODE_FILE).join("x")).unwrap();
+        let t = Tokens::open(&d, "0123456789abcdef0123".into()).unwrap();
+        assert_eq!(
+            t.first("0".repeat(32).as_str(), "ui").unwrap_err().0,
+            "already_exists"
+        );
+        t.create("cli").unwrap();
+        assert_eq!(names(&t), ["default", "cli"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Revoking the last named token makes a new setup code at once (before,
+    /// only a restart did), and it makes the next first token; revoking a
+    /// token while another is left makes none.
+    #[test]
+    fn revoking_the_last_token_makes_a_new_code() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = temp_home("setup-revoke");
+        let file = d.join(SETUP_CODE_FILE);
+        let t = Tokens::open(&d, "0123456789abcdef0123".into()).unwrap();
+        let old = std::fs::read_to_string(&file).unwrap();
+        t.first(&old, "ui").unwrap();
+        t.create("cli").unwrap();
+        t.revoke("ui").unwrap();
+        assert!(!file.exists(), "a named token is left: no code");
+        t.revoke("cli").unwrap();
+        let code = std::fs::read_to_string(&file).expect("a new setup code");
+        assert_ne!(code, old);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            t.first(&old, "ui2").unwrap_err().0,
+            "forbidden",
+            "the old code is dead"
+        );
+        t.first(&code, "ui2").unwrap();
+        assert_eq!(names(&t), ["default", "ui2"]);
+        assert!(!file.exists());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The code is checked and the token made in one step: a `token create`
+    /// racing the first token never lets the code make a token after another
+    /// named token exists (before, the code's check passed, the CLI's token was
+    /// made, then the code's: two tokens, the code's second).
+    #[test]
+    fn first_token_racing_token_create_never_follows_it() {
+        use std::sync::{Arc, Barrier};
+        let d = temp_home("setup-race");
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(d.join(TOKENS_FILE));
+            let t = Arc::new(Tokens::open(&d, "0123456789abcdef0123".into()).unwrap());
+            let code = std::fs::read_to_string(d.join(SETUP_CODE_FILE)).unwrap();
+            let go = Arc::new(Barrier::new(2));
+            let (t1, go1) = (t.clone(), go.clone());
+            let ui = std::thread::spawn(move || {
+                go1.wait();
+                t1.first(&code, "ui")
+            });
+            let (t2, go2) = (t.clone(), go.clone());
+            let cli = std::thread::spawn(move || {
+                go2.wait();
+                t2.create("cli")
+            });
+            let (ui, cli) = (ui.join().unwrap(), cli.join().unwrap());
+            cli.unwrap();
+            match ui {
+                Ok(_) => assert_eq!(
+                    names(&t),
+                    ["default", "ui", "cli"],
+                    "the code made a second token"
+                ),
+                Err((code, m)) => {
+                    assert_eq!(code, "already_exists", "{m}");
+                    assert_eq!(names(&t), ["default", "cli"]);
+                }
+            }
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

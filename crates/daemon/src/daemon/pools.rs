@@ -245,11 +245,21 @@ impl Daemon {
             (None, true) => return Err("no search directory given: use -d DIR".into()),
         };
         let guids = self.online_guids();
-        if Store::discover(&search)
+        let found = Store::discover(&search);
+        let named: Vec<_> = found
             .iter()
-            .any(|p| guids.contains(&p.guid) && (p.name == name || p.guid.to_string() == name))
-        {
+            .filter(|p| p.name == name || p.guid.to_string() == name)
+            .collect();
+        if named.iter().any(|p| guids.contains(&p.guid)) {
             return Err(format!("pool '{name}' is already imported"));
+        }
+        if named.is_empty() {
+            // A name that is nowhere: not found (the engine's own refusal is an
+            // import failure, as it is for a damaged pool).
+            return Err(crate::error_kind::tag(
+                cachalot_datasets::ErrorKind::NotFound,
+                format!("no pool named '{name}' found on the given devices"),
+            ));
         }
         let store = Store::import(&search, Some(&name), self.store_opts()).map_err(se)?;
         let real = store.name();
