@@ -11,7 +11,8 @@
 #
 # Environment: TIME (s per timed row, 5), STREAM (bytes per connection, 128M),
 # FILE (random rows' span, 64M), THREADS (4), DROP (0: skip the row from disk),
-# CACHALOT_BASE (an older cachalot binary to measure in the same run), VERS (3; 4.1:
+# CACHALOT_BASE (an older cachalot binary to measure in the same run; BASE_FIRST=1 runs
+# it before the newer one), VERS (3; 4.1:
 # Ganesha and cachalot over NFSv4.1, Ganesha first, then cachalot over v3 as well: the
 # cost of a SEQUENCE per COMPOUND against v3 on the same rows). Runs in private network and
 # mount namespaces (its own ports 111 and 2049, its own /run).
@@ -116,8 +117,11 @@ drop=(--drop-caches "sh $WORK/drop.sh")
 [[ ${DROP:-1} == 1 ]] || drop=() # DROP=0: no row from disk (older binaries)
 cmd=("$C" bench nfs --time "${TIME:-5}" --stream "${STREAM:-128M}" --file "${FILE:-64M}"
     --threads "${THREADS:-4}" "${drop[@]}"
-    --target "ganesha=127.0.0.1:2049:20048/export@$GPID?version=$VERS"
-    --target "cachalot=127.0.0.1:12049/tank/fs@$CPID?version=$VERS" "${base[@]}")
+    --target "ganesha=127.0.0.1:2049:20048/export@$GPID?version=$VERS")
+ours=(--target "cachalot=127.0.0.1:12049/tank/fs@$CPID?version=$VERS")
+# BASE_FIRST=1: the older build runs before the newer one (swap the order once
+# to see whether a row favours whichever server runs later).
+if [[ ${BASE_FIRST:-0} == 1 ]]; then cmd+=("${base[@]}" "${ours[@]}"); else cmd+=("${ours[@]}" "${base[@]}"); fi
 [[ $VERS == 3 ]] || cmd+=(--target "cachalot-v3=127.0.0.1:12049/tank/fs@$CPID")
 echo "${cmd[*]}" >"$OUT/command"
 "${cmd[@]}" | tee "$OUT/report.md"

@@ -20,7 +20,7 @@ use cachalot_datasets::{DatasetKind, Store};
 use cachalot_posix::Fs;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Where the server gets pools and filesystems from (the daemon, or a test).
 pub trait FsProvider: Send + Sync {
@@ -52,6 +52,27 @@ pub enum LookupError {
     Io,
 }
 
+/// The shared datasets of every online pool, as of the catalog generations
+/// it was read at (see [`Exports::shared`]).
+pub struct SharedList {
+    /// Each online pool (by identity) with its [`Store::catalog_changes`]
+    /// read before the list was: a `Weak` keeps the allocation, so a new
+    /// `Store` (an import) never has an old one's address.
+    gens: Vec<(Weak<Store>, u64)>,
+    /// (dataset name, its `sharenfs` options), in pool and catalog order.
+    pub list: Vec<(String, ShareNfs)>,
+}
+
+impl SharedList {
+    /// Was this list read from exactly `stores` at their current generations?
+    fn current(&self, stores: &[Arc<Store>]) -> bool {
+        self.gens.len() == stores.len()
+            && self.gens.iter().zip(stores).all(|((w, g), s)| {
+                std::ptr::eq(w.as_ptr(), Arc::as_ptr(s)) && *g == s.catalog_changes()
+            })
+    }
+}
+
 type Key = (u64, u64);
 /// (name, store, filesystem, catalog changes when `share` was read, share).
 type Cached = (String, Arc<Store>, Arc<Fs>, u64, Option<ShareNfs>);
@@ -63,6 +84,7 @@ pub struct Exports {
     provider: Arc<dyn FsProvider>,
     cache: Mutex<HashMap<Key, Cached>>,
     snaps: Mutex<HashMap<SnapKey, SnapCached>>,
+    shared: Mutex<Option<Arc<SharedList>>>,
 }
 
 /// The `sharenfs` options of dataset `name` (`None`: not shared).
@@ -80,6 +102,7 @@ impl Exports {
             provider,
             cache: Mutex::new(HashMap::new()),
             snaps: Mutex::new(HashMap::new()),
+            shared: Mutex::new(None),
         }
     }
 
@@ -109,6 +132,46 @@ impl Exports {
             }
         }
         out
+    }
+
+    /// The shared datasets of every online pool, from a cache that is read
+    /// again only when a pool came or went or a pool's catalog changed (every
+    /// `sharenfs` change, create, destroy and rename bumps its generation), so
+    /// a share switched off is gone from the next request's list, and a
+    /// request of the pseudo file system reads no property otherwise.
+    pub fn shared(&self) -> Arc<SharedList> {
+        let stores = self.provider.stores();
+        if let Some(c) = &*self.shared.lock() {
+            if c.current(&stores) {
+                return c.clone();
+            }
+        }
+        // Generations before the list: a change while it is read leaves an
+        // older generation behind, so the next call reads it again.
+        let gens = stores
+            .iter()
+            .map(|s| (Arc::downgrade(s), s.catalog_changes()))
+            .collect();
+        let (mut list, mut complete) = (vec![], true);
+        for store in &stores {
+            let Ok(infos) = store.list(None, true) else {
+                complete = false;
+                continue;
+            };
+            for i in infos {
+                if i.kind == DatasetKind::Filesystem && !i.name.contains('%') {
+                    if let Some(share) = share_of(store, &i.name) {
+                        list.push((i.name, share));
+                    }
+                }
+            }
+        }
+        let fresh = Arc::new(SharedList { gens, list });
+        // A pool that could not be listed is not remembered as having no shares.
+        if complete {
+            *self.shared.lock() = Some(fresh.clone());
+        }
+        fresh
     }
 
     fn store_named(&self, pool: &str) -> Option<Arc<Store>> {

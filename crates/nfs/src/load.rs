@@ -5,7 +5,8 @@
 //! other: streaming write (1 MiB UNSTABLE writes, COMMIT at the end of each
 //! file), streaming read (the files just written: from cache), 1-byte read
 //! IOPS and 4 KiB random read IOPS (from cache), and 16 KiB random reads and
-//! writes with a COMMIT after every 1 MiB written; with a cache-dropping
+//! writes with a COMMIT after every 1 MiB written, and GETATTR IOPS (the
+//! metadata row: over v4.1 the attributes the Linux client asks for); with a cache-dropping
 //! command, a streaming read from disk after the one from cache. All data written is
 //! pseudo-random (incompressible). Every thread has its own
 //! connection with one request outstanding, so `threads` is the number of
@@ -112,6 +113,7 @@ pub const ROWS: &[(&str, &str)] = &[
     ("4 KiB random read IOPS from cache", "ops/s"),
     ("16 KiB random read IOPS", "ops/s"),
     ("16 KiB random write IOPS (COMMIT every 1 MiB)", "ops/s"),
+    ("GETATTR IOPS (metadata)", "ops/s"),
 ];
 
 /// One operation of a row on one connection: (continue?, bytes moved).
@@ -194,6 +196,16 @@ impl Conn {
         }
         .map_err(err)?;
         Ok((d.len() as u64, eof))
+    }
+
+    /// GETATTR of the file (over v4.1 with the attributes the Linux client
+    /// asks for; v3's fattr3 is fixed).
+    fn getattr(&mut self) -> Result<(), String> {
+        match self {
+            Conn::V3 { c, file, .. } => c.getattr(file).map(|_| ()),
+            Conn::V41 { s, file, .. } => s.getattr(file).map(|_| ()),
+        }
+        .map_err(err)
     }
 
     fn commit(&mut self) -> Result<(), String> {
@@ -365,6 +377,13 @@ pub fn run_target(t: &Target, o: &LoadOptions) -> Result<Vec<RowResult>, String>
         Ok((true, 16384))
     })?;
     row(6, r, cpu);
+    // Metadata: one GETATTR per request, the smallest COMPOUND after
+    // SEQUENCE and PUTFH, so the per-COMPOUND cost shows most here.
+    let (r, cpu) = measure(&mut conns, o.seconds, &|c, _| {
+        c.getattr()?;
+        Ok((true, 0))
+    })?;
+    row(7, r, cpu);
     for (i, c) in conns.iter_mut().enumerate() {
         c.remove(&file_name(i));
     }

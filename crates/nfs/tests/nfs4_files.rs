@@ -190,6 +190,65 @@ fn pseudo_fs_leads_to_visible_shares_only() {
     assert_eq!(on(&mut s, &ab, |_| {}).status, NFS4ERR_STALE);
 }
 
+/// The pseudo tree comes from a cached share list; every change of what is
+/// shared (sharenfs on and off, set or inherited, a dataset created or destroyed)
+/// must show at the next COMPOUND, with the list read before each change.
+#[test]
+fn pseudo_fs_follows_share_changes_at_once() {
+    let env = env(SHARE);
+    let mut s = Session4::establish(env.client(), b"pseudo-cache", 4).unwrap();
+    let names = |s: &mut Session4| -> Vec<String> {
+        let (tank, _) = walk(s, &["tank"]).unwrap();
+        readdir(s, &tank, 4096).into_iter().map(|e| e.0).collect()
+    };
+    // `None`: sharenfs inherited.
+    let make = |name: &str, share: Option<&str>| {
+        let props: Vec<_> = share
+            .map(|v| ("sharenfs".to_string(), v.to_string()))
+            .into_iter()
+            .collect();
+        env.store
+            .create_dataset(name, DatasetKind::Filesystem, None, &props, false)
+            .unwrap()
+    };
+    assert_eq!(names(&mut s), ["fs"]);
+    make("tank/db", Some(SHARE));
+    assert_eq!(names(&mut s), ["db", "fs"], "a new share shows");
+    let (db, _) = walk(&mut s, &["tank", "db"]).unwrap();
+    env.store.set_prop("tank/db", "sharenfs", "off").unwrap();
+    assert_eq!(names(&mut s), ["fs"], "sharenfs=off hides it");
+    assert_eq!(walk(&mut s, &["tank", "db"]).unwrap_err(), NFS4ERR_NOENT);
+    assert_eq!(on(&mut s, &db, |_| {}).status, NFS4ERR_ACCESS);
+    env.store.set_prop("tank/db", "sharenfs", SHARE).unwrap();
+    assert_eq!(names(&mut s), ["db", "fs"], "and sharenfs back shows it");
+    // Inherited: a child of an unshared parent is shared by its own value,
+    // unshared again by inheriting, and follows its parent's value.
+    make("tank/p", Some("off"));
+    make("tank/p/q", None);
+    assert_eq!(names(&mut s), ["db", "fs"]);
+    env.store.set_prop("tank/p/q", "sharenfs", SHARE).unwrap();
+    assert_eq!(names(&mut s), ["db", "fs", "p"]);
+    let (q, _) = walk(&mut s, &["tank", "p", "q"]).unwrap();
+    env.store.inherit_prop("tank/p/q", "sharenfs").unwrap();
+    assert_eq!(names(&mut s), ["db", "fs"]);
+    assert_eq!(
+        walk(&mut s, &["tank", "p", "q"]).unwrap_err(),
+        NFS4ERR_NOENT
+    );
+    assert_eq!(on(&mut s, &q, |_| {}).status, NFS4ERR_ACCESS);
+    env.store.set_prop("tank/p", "sharenfs", SHARE).unwrap();
+    assert_eq!(names(&mut s), ["db", "fs", "p"]);
+    assert_eq!(
+        on(&mut s, &q, |_| {}).status,
+        NFS4_OK,
+        "q inherits the share"
+    );
+    env.store.set_prop("tank/p", "sharenfs", "off").unwrap();
+    assert_eq!(names(&mut s), ["db", "fs"]);
+    env.store.destroy_dataset("tank/db", false).unwrap();
+    assert_eq!(names(&mut s), ["fs"], "a destroyed share is gone");
+}
+
 #[test]
 fn files_through_v4_lookup_getattr_readdir() {
     let env = env(SHARE);

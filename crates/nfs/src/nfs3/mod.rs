@@ -272,6 +272,12 @@ impl Ctx<'_> {
     /// Resolve a file handle (see the module invariants).
     pub fn resolve(&self, fh: &[u8]) -> Result<Node, u32> {
         let h = Handle::decode(fh).ok_or(NFS3ERR_BADHANDLE)?;
+        self.resolve_handle(h)
+    }
+
+    /// [`Ctx::resolve`] of a handle already decoded (NFSv4's PUTFH decodes
+    /// it once, not again from its encoding).
+    pub fn resolve_handle(&self, h: Handle) -> Result<Node, u32> {
         let export = self
             .exports
             .by_id(h.pool_guid, h.ds_id)

@@ -122,12 +122,41 @@ pub fn change(a: &Attr) -> u64 {
         .wrapping_add(a.ctime.nsec as u64)
 }
 
-/// Encode fattr4 for `mask` (and `rdattr_error` when asked).
+/// The bitmap words of the attributes a reply carries: `SUPPORTED` minus
+/// the write-only *_set ones.
+const READABLE: [u32; 3] = readable_words();
+
+const fn readable_words() -> [u32; 3] {
+    let mut m = [0u32; 3];
+    let mut i = 0;
+    while i < SUPPORTED.len() {
+        let b = SUPPORTED[i];
+        if b != FATTR4_TIME_ACCESS_SET && b != FATTR4_TIME_MODIFY_SET {
+            m[(b / 32) as usize] |= 1 << (b % 32);
+        }
+        i += 1;
+    }
+    m
+}
+
+/// Encode fattr4 for `mask` (and `rdattr_error` when asked), straight into
+/// `w`: the bitmap is the asked-for bits the server reads (as [`values`]
+/// writes them), and the values' length is filled in after them (no
+/// second buffer per GETATTR or READDIR entry).
 pub fn encode(w: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) {
-    let mut vals = Writer::new();
-    let got = values(&mut vals, s, mask, rdattr_error);
-    write_bitmap(w, &bitmap_of(got));
-    w.opaque(&vals.buf);
+    let mut words = [0u32; 3];
+    for (i, r) in words.iter_mut().enumerate() {
+        *r = mask.get(i).copied().unwrap_or(0) & READABLE[i];
+    }
+    let n = words.iter().rposition(|x| *x != 0).map_or(0, |i| i + 1);
+    write_bitmap(w, &words[..n]);
+    let at = w.len();
+    w.u32(0);
+    values(w, s, mask, rdattr_error);
+    // Every value is a multiple of 4 bytes (opaques are padded), so the
+    // attrlist4 needs no padding of its own.
+    let len = (w.len() - at - 4) as u32;
+    w.buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
 }
 
 /// Check the bitmap of VERIFY or NVERIFY (RFC 8881 sections 18.15.4 and
@@ -154,17 +183,16 @@ pub fn check_verifiable(mask: &[u32]) -> Result<(), u32> {
 }
 
 /// Write the packed values (fattr4.attr_vals) of the attributes in `mask`
-/// that the server reads, in bit order; the bits written.
-pub fn values(v: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) -> Vec<u32> {
+/// that the server reads (`READABLE`), in bit order.
+pub fn values(v: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) {
     let a = &s.attr;
-    let mut got = vec![];
     let stat = if [21, 22, 23, 42, 43, 44].iter().any(|b| has(mask, *b)) {
         s.fs.as_ref().and_then(|fs| fs.statfs().ok())
     } else {
         None
     };
     for &bit in SUPPORTED {
-        if !has(mask, bit) || bit == FATTR4_TIME_ACCESS_SET || bit == FATTR4_TIME_MODIFY_SET {
+        if !has(mask, bit) || !has(&READABLE, bit) {
             continue;
         }
         match bit {
@@ -236,12 +264,8 @@ pub fn values(v: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) 
             FATTR4_NUMLINKS => {
                 v.u32(a.nlink);
             }
-            FATTR4_OWNER => {
-                v.opaque(a.uid.to_string().as_bytes());
-            }
-            FATTR4_OWNER_GROUP => {
-                v.opaque(a.gid.to_string().as_bytes());
-            }
+            FATTR4_OWNER => owner(v, a.uid),
+            FATTR4_OWNER_GROUP => owner(v, a.gid),
             FATTR4_RAWDEV => {
                 v.u32(libc::major(a.rdev as libc::dev_t))
                     .u32(libc::minor(a.rdev as libc::dev_t));
@@ -273,11 +297,26 @@ pub fn values(v: &mut Writer, s: &Subject<'_>, mask: &[u32], rdattr_error: u32) 
             FATTR4_SUPPATTR_EXCLCREAT => {
                 write_bitmap(v, &bitmap_of([FATTR4_SIZE, FATTR4_MODE, 36, 37]));
             }
-            _ => continue,
+            // Not in SUPPORTED, so never here (`every_readable_bit_is_encoded`).
+            _ => {}
         }
-        got.push(bit);
     }
-    got
+}
+
+/// An owner or group as its decimal string (no allocation).
+fn owner(v: &mut Writer, id: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut n = id;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    v.opaque(&digits[at..]);
 }
 
 /// An owner or group string: a number, or `name@domain` (or a bare name) in
@@ -307,6 +346,46 @@ pub fn parse_owner(s: &[u8], group: bool) -> Result<u32, u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `encode` announces every READABLE bit asked for, so each must write
+    /// its value; owners are the decimal ids.
+    #[test]
+    fn every_readable_bit_is_encoded() {
+        let fh = Fh::Pseudo(String::new());
+        let s = Subject {
+            fh: &fh,
+            attr: crate::nfs3::dirs::read_only_dir(7, Timespec { sec: 1, nsec: 2 }),
+            fsid: (1, 2),
+            fs: None,
+            mounted_on: 7,
+            lease_secs: 90,
+        };
+        for &bit in SUPPORTED.iter().filter(|b| has(&READABLE, **b)) {
+            let mut w = Writer::new();
+            values(&mut w, &s, &bitmap_of([bit]), 0);
+            assert!(!w.buf.is_empty(), "attribute {bit}");
+            assert_eq!(w.len() % 4, 0, "attribute {bit}");
+        }
+        let mut w = Writer::new();
+        encode(&mut w, &s, &bitmap_of([FATTR4_OWNER, 200]), 0);
+        // bitmap4 {0, bit 36}, attrlist4 of 8 bytes: the string "0" (uid 0).
+        let want: [&[u8]; 6] = [
+            &[0, 0, 0, 2],
+            &[0; 4],
+            &[0, 0, 0, 16],
+            &[0, 0, 0, 8],
+            &[0, 0, 0, 1],
+            b"0\0\0\0",
+        ];
+        assert_eq!(w.buf, want.concat());
+        for (id, text) in [(0, "0"), (1000, "1000"), (u32::MAX, "4294967295")] {
+            let mut w = Writer::new();
+            owner(&mut w, id);
+            let mut want = Writer::new();
+            want.opaque(text.as_bytes());
+            assert_eq!(w.buf, want.buf);
+        }
+    }
 
     #[test]
     fn bitmaps_and_owners() {

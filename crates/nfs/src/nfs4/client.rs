@@ -397,6 +397,41 @@ impl Session4 {
         Ok((r.opaque(count as usize)?.to_vec(), eof))
     }
 
+    /// GETATTR of `fh` with the attributes the Linux client asks for after
+    /// an open or a write (its nfs4_fattr_bitmap: type, change, size, fsid,
+    /// fileid, mode, numlinks, owner, owner_group, rawdev, space_used, the
+    /// times and mounted_on_fileid): the returned bitmap and the attribute
+    /// bytes (attrlist4).
+    pub fn getattr(&mut self, fh: &[u8]) -> R<(Vec<u32>, Vec<u8>)> {
+        use super::attrs::*;
+        let mask = bitmap_of([
+            FATTR4_TYPE,
+            FATTR4_CHANGE,
+            FATTR4_SIZE,
+            FATTR4_FSID,
+            FATTR4_FILEID,
+            FATTR4_MODE,
+            FATTR4_NUMLINKS,
+            FATTR4_OWNER,
+            FATTR4_OWNER_GROUP,
+            FATTR4_RAWDEV,
+            FATTR4_SPACE_USED,
+            FATTR4_TIME_ACCESS,
+            FATTR4_TIME_METADATA,
+            FATTR4_TIME_MODIFY,
+            FATTR4_MOUNTED_ON_FILEID,
+        ]);
+        let mut ops = Ops::new();
+        ops.op(OP_PUTFH).opaque(fh);
+        write_bitmap(ops.op(OP_GETATTR), &mask);
+        let rep = self.call_ok(&ops)?;
+        let mut r = rep.reader();
+        op_status(&mut r, OP_PUTFH)?;
+        op_status(&mut r, OP_GETATTR)?;
+        let got = r.u32_array(8)?;
+        Ok((got, r.opaque(crate::rpc::MAX_RECORD)?.to_vec()))
+    }
+
     /// COMMIT the whole file: the write verifier.
     pub fn commit(&mut self, fh: &[u8]) -> R<[u8; 8]> {
         let mut ops = Ops::new();

@@ -76,8 +76,7 @@ impl Compound<'_, '_> {
     }
 
     pub fn putfh(&mut self, b: &[u8]) -> OpResult {
-        let fh = Fh::decode(self.ctx, b)?;
-        let r = fh.resolve(self.ctx)?;
+        let (fh, r) = Fh::decode_resolve(self.ctx, b)?;
         self.cur = Some(fh);
         *self.putfh_resolved.borrow_mut() = Some(r);
         Ok(())

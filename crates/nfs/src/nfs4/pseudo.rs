@@ -6,8 +6,9 @@
 //! - The tree is derived, per request, from the shares (`sharenfs`) and the
 //!   client's address: a pseudo directory exists exactly when it is a proper
 //!   prefix of the name of a dataset shared to this client, so a client never
-//!   learns the names of datasets it may not mount, and a share change shows at
-//!   once.
+//!   learns the names of datasets it may not mount. The share list comes from
+//!   a cache keyed by each pool's catalog generation, so a share change shows
+//!   at the next request.
 //! - A pseudo handle is `"CP"`, version 1, and a hash of the path; it resolves
 //!   by finding the path in the tree, else STALE. A real handle (`"CF"`) is the
 //!   NFSv3 handle, resolved by the same code with the same checks.
@@ -58,8 +59,10 @@ impl Fh {
         }
     }
 
-    /// Decode a handle from PUTFH.
-    pub fn decode(ctx: &Ctx<'_>, b: &[u8]) -> Result<Fh, u32> {
+    /// Decode a handle from PUTFH and resolve it (as [`Fh::resolve`]), each
+    /// once: a pseudo handle is found in the tree, a real one resolved from
+    /// its decoded fields.
+    pub fn decode_resolve(ctx: &Ctx<'_>, b: &[u8]) -> Result<(Fh, Resolved), u32> {
         if b.len() == PSEUDO_LEN && b[0..2] == PSEUDO_MAGIC && b[2] == 1 {
             let tree = visible(ctx);
             let want = &b[4..];
@@ -67,10 +70,12 @@ impl Fh {
                 .into_iter()
                 .chain(std::iter::once(String::new()))
                 .find(|p| path_id(p).to_be_bytes() == want)
-                .map(Fh::Pseudo)
+                .map(|p| (Fh::Pseudo(p.clone()), Resolved::Pseudo(p)))
                 .ok_or(NFS4ERR_STALE);
         }
-        Handle::decode(b).map(Fh::Real).ok_or(NFS4ERR_BADHANDLE)
+        let h = Handle::decode(b).ok_or(NFS4ERR_BADHANDLE)?;
+        let node = ctx.resolve_handle(h)?;
+        Ok((Fh::Real(h), Resolved::Real(Box::new(node))))
     }
 
     /// Resolve with the caller's identity and the share's checks.
@@ -83,21 +88,21 @@ impl Fh {
                     Err(NFS4ERR_STALE)
                 }
             }
-            Fh::Real(h) => Ok(Resolved::Real(Box::new(ctx.resolve(&h.encode())?))),
+            Fh::Real(h) => Ok(Resolved::Real(Box::new(ctx.resolve_handle(*h)?))),
         }
     }
 }
 
-/// Names of the datasets shared to this client.
+/// Names of the datasets shared to this client, from the export table's
+/// cached share list ([`crate::exports::Exports::shared`]: read again only
+/// after a catalog change), not from every dataset's properties per request.
 pub fn visible(ctx: &Ctx<'_>) -> Vec<String> {
     ctx.exports
-        .list()
-        .into_iter()
-        .filter(|(_, s)| {
-            s.as_ref()
-                .is_some_and(|s| s.access(ctx.client) != Access::Denied)
-        })
-        .map(|(n, _)| n)
+        .shared()
+        .list
+        .iter()
+        .filter(|(_, s)| s.access(ctx.client) != Access::Denied)
+        .map(|(n, _)| n.clone())
         .collect()
 }
 
