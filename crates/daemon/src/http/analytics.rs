@@ -317,6 +317,9 @@ pub fn render_metrics(usage: Option<&Value>, lags: &[LagGauge]) -> String {
 /// others), so a query for DEGRADED finds a series whether or not it is.
 const POOL_STATES: &[&str] = &["ONLINE", "DEGRADED", "SUSPENDED", "UNAVAIL"];
 
+/// A scan gauge: name, help, and its value in a scan's status.
+type ScanGauge = (&'static str, &'static str, fn(&ScrubStatus) -> u64);
+
 /// Pools' health and their running scan (resilver or scrub): progress, rate
 /// and time left, as `pool status` shows them.
 pub fn render_pool_gauges(pools: &[PoolGauge]) -> String {
@@ -341,7 +344,7 @@ pub fn render_pool_gauges(pools: &[PoolGauge]) -> String {
         .iter()
         .filter_map(|p| Some((p, p.scan.as_ref()?)))
         .collect();
-    let gauges: [(&str, &str, fn(&ScrubStatus) -> u64); 5] = [
+    let gauges: [ScanGauge; 5] = [
         (
             "cachalot_pool_scan_in_progress",
             "1 while a resilver or scrub runs",
