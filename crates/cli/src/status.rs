@@ -66,15 +66,10 @@ fn resilver_line(sc: &Value) -> String {
     };
     match s(sc, "state") {
         "scanning" => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0);
-            let secs = now.saturating_sub(u(sc, "started")).max(1);
             let pct = (ex as f64 * 100.0 / total.max(1) as f64).min(100.0);
-            // A resumed resilver's rate counts only what this run did.
-            let rate = ex.saturating_sub(u(sc, "resumed")) / secs;
-            let eta = total.saturating_sub(ex).checked_div(rate).unwrap_or(0);
+            // The daemon computes both (a resumed resilver's rate counts only
+            // what this run did); 0 s to go means not known yet.
+            let (rate, eta) = (u(sc, "rate"), u(sc, "eta_secs"));
             let resumed = match u(sc, "resumed") {
                 0 => String::new(),
                 r => format!(", resumed at {}", format_size(r)),
@@ -334,6 +329,14 @@ errors: No known data errors
             "{f}"
         );
         assert_eq!(scan_line(&json!({})), "  scan: none requested\n");
+        let r = scan_line(&json!({"kind": "resilver", "state": "scanning",
+                                  "examined": 300 << 20, "total": 1000 << 20,
+                                  "rate": 10 << 20, "eta_secs": 70, "resumed": 100 << 20}));
+        assert!(
+            r.starts_with("  scan: resilver in progress, 30.0% done, 10M/s, 00:01:10 to go\n"),
+            "{r}"
+        );
+        assert!(r.contains(", resumed at 100M"), "{r}");
     }
 
     #[test]

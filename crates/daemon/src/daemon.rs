@@ -38,6 +38,7 @@ mod mounts;
 pub mod nbd;
 pub mod nfs;
 mod objects;
+pub mod pool_gauges;
 mod pools;
 pub mod replication;
 mod replication_cycle;

@@ -113,10 +113,40 @@
     if (names.includes(keep)) sel.value = keep;
   }
 
+  // A running scan's progress as `pool status` words it (the daemon computes
+  // the rate and the time left).
+  function scanText(sc) {
+    if (!sc || sc.state !== "scanning") return "";
+    const pct = Math.min(100, (100 * sc.examined) / Math.max(1, sc.total)).toFixed(1);
+    const hms = (t) => [Math.floor(t / 3600), Math.floor(t / 60) % 60, t % 60].map((n) => String(n).padStart(2, "0")).join(":");
+    return `${sc.kind} in progress, ${pct}% done, ${size(sc.rate)}/s, ${hms(sc.eta_secs)} to go`;
+  }
+
+  // The pools table; while a pool scans (a resilver), it is read again every
+  // 2 s, alone, so the other tables' fields are left as they are.
+  let poolsTimer = null;
+  async function refreshPools() {
+    let pools = [];
+    try { pools = await call("GET", "/pools"); } catch (e) { say(e.message, true); }
+    const details = await Promise.all(pools.map((p) => call("GET", "/pools/" + enc(p.name)).catch(() => null)));
+    $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th>SCAN</th><th></th></tr>" +
+      pools.map((p, i) => {
+        const devs = [];
+        const walk = (d, depth) => { devs.push("&nbsp;".repeat(depth * 2) + `${esc(d.name)} ${esc(d.state)} ${d.read}/${d.write}/${d.cksum}`); (d.children || []).forEach((c) => walk(c, depth + 1)); };
+        ((details[i] && details[i].devices) || []).forEach((d) => walk(d, 0));
+        return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
+          `<td class="scan">${esc(scanText(details[i] && details[i].scrub))}</td>` +
+          `<td><button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
+      }).join("");
+    const scanning = details.some((d) => d && d.scrub && d.scrub.state === "scanning");
+    clearTimeout(poolsTimer);
+    poolsTimer = scanning && !$("page-manage").hidden ? setTimeout(refreshPools, 2000) : null;
+  }
+
   async function refresh() {
-    let pools = [], dss = [], shares = [], repl = [], mounts = [], peers = [];
+    await refreshPools();
+    let dss = [], shares = [], repl = [], mounts = [], peers = [];
     try {
-      pools = await call("GET", "/pools");
       dss = await call("GET", "/datasets?props=recordsize,sharenfs");
       snaps = await call("GET", "/snapshots?props=creation,written");
       shares = await call("GET", "/shares");
@@ -144,15 +174,6 @@
         `<td><button data-act="repl-run" data-name="${esc(r.name)}">Run now</button> ` +
         (r.state === "paused" ? `<button data-act="repl-resume" data-name="${esc(r.name)}">Resume</button>` : `<button data-act="repl-pause" data-name="${esc(r.name)}">Pause</button>`) +
         ` <button data-act="destroy-repl" data-name="${esc(r.name)}" data-source="${esc(r.source)}" data-target="${esc(r.target)}">Destroy…</button></td></tr>`).join("");
-    const details = await Promise.all(pools.map((p) => call("GET", "/pools/" + enc(p.name)).catch(() => null)));
-    $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th></th></tr>" +
-      pools.map((p, i) => {
-        const devs = [];
-        const walk = (d, depth) => { devs.push("&nbsp;".repeat(depth * 2) + `${esc(d.name)} ${esc(d.state)} ${d.read}/${d.write}/${d.cksum}`); (d.children || []).forEach((c) => walk(c, depth + 1)); };
-        ((details[i] && details[i].devices) || []).forEach((d) => walk(d, 0));
-        return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
-          `<td><button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
-      }).join("");
     const mountedAt = new Map(mounts.map((m) => [m.name, m.path]));
     // A filesystem's mount cell: where it is mounted with Unmount, or a path field
     // (empty: the dataset's mountpoint property) with Mount.

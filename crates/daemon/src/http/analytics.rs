@@ -6,9 +6,12 @@
 //! - Every API route maps its query string onto the same `analytics.*` op the CLI
 //!   uses, so both answer alike; a bad query is HTTP 400 with `{"error": "..."}`.
 //! - `/metrics` reads the live registry (counters since the daemon started) and drops
-//!   the `file` dimension, whose cardinality would overwhelm a Prometheus server.
+//!   the `file` dimension, whose cardinality would overwhelm a Prometheus server;
+//!   levels (replication lag, pool health, a running resilver's progress) are
+//!   gauges read at scrape time, beside it.
 //! - The UI needs nothing from outside the binary (no CDN, no build step).
 
+use crate::daemon::pool_gauges::PoolGauge;
 use crate::daemon::replication_stats::LagGauge;
 use crate::daemon::Daemon;
 use crate::proto::Request;
@@ -19,6 +22,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use cachalot_analytics::catalog::CATALOG;
 use cachalot_analytics::{bucket_bounds, LATENCY_BUCKETS};
+use cachalot_datasets::scrub::ScrubStatus;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -155,9 +159,12 @@ async fn heatmap(State(d): State<Arc<Daemon>>, RawQuery(q): RawQuery) -> (Status
 async fn metrics(State(d): State<Arc<Daemon>>) -> Response {
     let usage = d.analytics().map(|a| a.usage());
     let lags = d.replication_lag_gauges();
-    let body = tokio::task::spawn_blocking(move || render_metrics(usage.as_ref(), &lags))
-        .await
-        .unwrap_or_default();
+    let body = tokio::task::spawn_blocking(move || {
+        let pools = d.pool_gauges();
+        render_metrics(usage.as_ref(), &lags) + &render_pool_gauges(&pools)
+    })
+    .await
+    .unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
@@ -306,6 +313,80 @@ pub fn render_metrics(usage: Option<&Value>, lags: &[LagGauge]) -> String {
     out
 }
 
+/// Health states a pool gauge is written for (1 for the pool's, 0 for the
+/// others), so a query for DEGRADED finds a series whether or not it is.
+const POOL_STATES: &[&str] = &["ONLINE", "DEGRADED", "SUSPENDED", "UNAVAIL"];
+
+/// A scan gauge: name, help, and its value in a scan's status.
+type ScanGauge = (&'static str, &'static str, fn(&ScrubStatus) -> u64);
+
+/// Pools' health and their running scan (resilver or scrub): progress, rate
+/// and time left, as `pool status` shows them.
+pub fn render_pool_gauges(pools: &[PoolGauge]) -> String {
+    let mut out = String::new();
+    if pools.is_empty() {
+        return out;
+    }
+    let name = "cachalot_pool_health";
+    let _ = writeln!(out, "# HELP {name} 1 for the pool's health state");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for p in pools {
+        let mut states: Vec<&str> = POOL_STATES.to_vec();
+        if !states.contains(&p.health.as_str()) {
+            states.push(&p.health);
+        }
+        for st in states {
+            let l = labels(&["pool", "state"], &[&p.pool, st], None);
+            let _ = writeln!(out, "{name}{l} {}", u8::from(st == p.health));
+        }
+    }
+    let running: Vec<_> = pools
+        .iter()
+        .filter_map(|p| Some((p, p.scan.as_ref()?)))
+        .collect();
+    let gauges: [ScanGauge; 5] = [
+        (
+            "cachalot_pool_scan_in_progress",
+            "1 while a resilver or scrub runs",
+            |s| u64::from(s.state == "scanning"),
+        ),
+        (
+            "cachalot_pool_scan_examined_bytes",
+            "bytes the running scan has examined",
+            |s| s.examined,
+        ),
+        (
+            "cachalot_pool_scan_total_bytes",
+            "bytes the running scan has to examine",
+            |s| s.total,
+        ),
+        (
+            "cachalot_pool_scan_rate_bytes_per_second",
+            "examined bytes per second of the running scan",
+            |s| s.rate,
+        ),
+        (
+            "cachalot_pool_scan_eta_seconds",
+            "seconds left at that rate (0: not known yet)",
+            |s| s.eta_secs,
+        ),
+    ];
+    for (i, (name, help, f)) in gauges.iter().enumerate() {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for (p, s) in &running {
+            // Progress figures only while it runs: a finished scan's would
+            // read as a stalled one.
+            if i > 0 && s.state != "scanning" {
+                continue;
+            }
+            let l = labels(&["pool", "kind"], &[&p.pool, &s.kind], None);
+            let _ = writeln!(out, "{name}{l} {}", f(s));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +458,45 @@ mod tests {
             "cachalot_disk_ops_latency_seconds_bucket{device=\"d\\\"0\",op=\"read\",le=\"+Inf\"}"
         ));
         assert!(!m.contains("file="));
+    }
+
+    #[test]
+    fn pool_gauges() {
+        // (`cancel` is private: built from the default and filled in.)
+        let mut resilver = ScrubStatus::default();
+        resilver.state = "scanning".into();
+        resilver.kind = "resilver".into();
+        (resilver.examined, resilver.total) = (300, 1000);
+        (resilver.rate, resilver.eta_secs) = (30, 23);
+        let mut done = ScrubStatus::default();
+        done.state = "finished".into();
+        done.examined = 1000;
+        let g = |pool: &str, health: &str, scan| PoolGauge {
+            pool: pool.into(),
+            health: health.into(),
+            scan,
+        };
+        let m = render_pool_gauges(&[
+            g("tank", "DEGRADED", Some(resilver)),
+            g("quiet", "ONLINE", Some(done)),
+            g("gone", "UNAVAIL", None),
+        ]);
+        for line in [
+            "cachalot_pool_health{pool=\"tank\",state=\"DEGRADED\"} 1\n",
+            "cachalot_pool_health{pool=\"tank\",state=\"ONLINE\"} 0\n",
+            "cachalot_pool_health{pool=\"gone\",state=\"UNAVAIL\"} 1\n",
+            "cachalot_pool_scan_in_progress{pool=\"tank\",kind=\"resilver\"} 1\n",
+            "cachalot_pool_scan_in_progress{pool=\"quiet\",kind=\"scrub\"} 0\n",
+            "cachalot_pool_scan_examined_bytes{pool=\"tank\",kind=\"resilver\"} 300\n",
+            "cachalot_pool_scan_total_bytes{pool=\"tank\",kind=\"resilver\"} 1000\n",
+            "cachalot_pool_scan_rate_bytes_per_second{pool=\"tank\",kind=\"resilver\"} 30\n",
+            "cachalot_pool_scan_eta_seconds{pool=\"tank\",kind=\"resilver\"} 23\n",
+        ] {
+            assert!(m.contains(line), "no {line} in {m}");
+        }
+        // A finished scan has no progress figures.
+        assert!(!m.contains("examined_bytes{pool=\"quiet\""), "{m}");
+        assert_eq!(render_pool_gauges(&[]), "");
     }
 
     #[test]

@@ -335,7 +335,9 @@ impl Store {
     }
 
     pub fn scrub_status(&self) -> ScrubStatus {
-        self.scrub.lock().clone()
+        let mut s = self.scrub.lock().clone();
+        s.fill_progress(self.pool.env().now_secs());
+        s
     }
 
     /// Wait for a running scrub to finish.
