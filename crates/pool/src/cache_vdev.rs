@@ -234,7 +234,7 @@ impl Pool {
         next_txg: u64,
     ) -> Result<()> {
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.cache.extend(new.iter().map(|(l, _)| l.clone()));
         for (l, dev) in &new {
             let h = LabelHeader {
@@ -262,7 +262,7 @@ impl Pool {
         gone.removed.store(true, Relaxed);
         let mut cfg = self.config.read().clone();
         cfg.cache.retain(|c| c.guid != gone.guid);
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         self.cache.write().retain(|c| c.guid != gone.guid);
         *self.config.write() = cfg;
         self.rewrite_label_headers()?;

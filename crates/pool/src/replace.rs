@@ -206,7 +206,7 @@ impl Pool {
         };
         let new_top = rebuilt(&top, leaves);
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs[ti] = top_config(&new_top);
         // A new replacement needs every block: a saved position no longer holds.
         cfg.resilver_from = None;
