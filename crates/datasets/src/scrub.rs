@@ -130,8 +130,8 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
         let pool = store.pool().clone();
         let cache = store.cache().clone();
         drop(store);
-        let visit = |bp: &cachalot_pool::BlkPtr| {
-            if cancel.load(Ordering::Relaxed) {
+        let visit = |bp: &cachalot_pool::BlkPtr, floor: u64| {
+            if cancel.load(Ordering::Relaxed) || bp.birth_txg < floor {
                 return false;
             }
             let o = pool.scrub_block(bp);
@@ -142,13 +142,14 @@ pub(crate) fn start(store: Arc<Store>) -> Result<()> {
             let workers = if manual { 1 } else { RESILVER_WORKERS };
             resilver(&pool, &cache, &roots, &st, &cancel, workers);
         } else {
-            for root in roots {
-                if cachalot_objects::traverse(&cache, &root, &mut &visit).is_err() {
+            for (root, floor) in roots {
+                let mut v = |bp: &BlkPtr| visit(bp, floor);
+                if cachalot_objects::traverse(&cache, &root, &mut v).is_err() {
                     st.lock().unrecoverable += 1;
                 }
             }
             for bp in pool.spacemap_blocks().unwrap_or_default() {
-                visit(&bp);
+                visit(&bp, 0);
             }
         }
         pool.hold_frees(false);
@@ -242,7 +243,7 @@ const RESILVER_WORKERS: usize = 4;
 fn resilver(
     pool: &Pool,
     cache: &BlockCache,
-    roots: &[BlkPtr],
+    roots: &[(BlkPtr, u64)],
     st: &Mutex<ScrubStatus>,
     cancel: &AtomicBool,
     workers: usize,
@@ -252,9 +253,9 @@ fn resilver(
     // the traversal skips the subtree of a block born earlier.
     let min_birth = pool.resilver_min_birth();
     let mut bps: Vec<BlkPtr> = Vec::new();
-    for root in roots {
+    for (root, floor) in roots {
         let mut collect = |bp: &BlkPtr| {
-            if bp.birth_txg < min_birth {
+            if bp.birth_txg < min_birth.max(*floor) {
                 return false;
             }
             bps.push(*bp);
@@ -274,6 +275,10 @@ fn resilver(
     bps.sort_by_key(scan_key);
     // Blocks shared by snapshots and clones are rebuilt once.
     bps.dedup();
+    if cachalot_pool::plant::active(cachalot_pool::plant::Bug::ResilverSkipBlock) && !bps.is_empty()
+    {
+        bps.remove(bps.len() / 2);
+    }
     {
         // What this resilver covers: all allocated blocks, or those born since
         // `min_birth`.
@@ -292,6 +297,7 @@ fn resilver(
     }
     let limit = scan_rate_limit();
     let t0 = Instant::now();
+    let manual = pool.env().manual_txg();
     let mut last_save = Instant::now();
     let mut done = 0u64;
     let todo = &bps[first..];
@@ -308,7 +314,10 @@ fn resilver(
         // place to resume. Saved as soon as due, before any pacing sleep, so
         // a kill during the sleep loses nothing.
         if let Some(next) = todo.get((i + 1) * RESILVER_BATCH) {
-            if last_save.elapsed() >= SAVE_POS_EVERY {
+            // A deterministic run saves after every batch: the wall clock
+            // must not decide what a seed does (and its power cuts then find
+            // positions to resume from).
+            if manual || last_save.elapsed() >= SAVE_POS_EVERY {
                 // Best effort: a lost position only means work done again.
                 let _ = pool.save_resilver_pos(scan_key(next));
                 last_save = Instant::now();

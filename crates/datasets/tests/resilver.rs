@@ -148,3 +148,38 @@ fn faulted_device_resilvers_in_full() {
     assert_eq!((s.kind.as_str(), s.min_birth_txg), ("resilver", 0), "{s:?}");
     assert!(s.total >= OLD as u64, "{s:?}");
 }
+
+/// A replacement gets the blocks only snapshots hold too (the resilver once
+/// walked the datasets' heads only, so a snapshot's old data was missing on
+/// the new device, and lost with the other one). The replacement is an open
+/// device (`Replacement::Device`), as the simulator supplies.
+#[test]
+fn replacement_gets_snapshot_only_blocks() {
+    let (devs, store, id) = setup(VdevKind::Mirror, 2);
+    let ds = store.dataset("tank/d").unwrap();
+    let old = ds.read(id, 0, OLD).unwrap();
+    store.snapshot(&["tank/d@s1".to_string()]).unwrap();
+    let new = Rng(9).bytes(OLD);
+    ds.write(id, 0, &new).unwrap();
+    store.sync().unwrap();
+    let fresh = SimDevice::new("d0", 64 << 20);
+    store
+        .replace_with(
+            "sim:d0",
+            cachalot_pool::Replacement::Device(Arc::new(fresh.clone())),
+            &Default::default(),
+        )
+        .unwrap();
+    let s = store.scrub_wait();
+    assert_eq!((s.kind.as_str(), s.unrecoverable), ("resilver", 0), "{s:?}");
+    store.export().unwrap();
+    let store = Store::import_devices(vec![Arc::new(fresh)], manual_opts()).unwrap();
+    drop(devs);
+    let head = store.dataset("tank/d").unwrap();
+    assert!(head.read(id, 0, OLD).unwrap() == new, "head differs");
+    let snap = store.snapshot_dataset("tank/d@s1").unwrap();
+    assert!(
+        snap.read(id, 0, OLD).unwrap() == old,
+        "snapshot differs with only the replacement"
+    );
+}

@@ -155,6 +155,17 @@ impl BlockCache {
         }
     }
 
+    /// Write what the ARC evicted so far to the first usable cache device,
+    /// now, in this thread: what the feeder threads do, for a deterministic
+    /// run, which starts none.
+    pub fn feed_l2_now(&self) {
+        let blocks = self.feed.take_now();
+        let l2 = self.l2.read().iter().find(|x| x.device().usable()).cloned();
+        if let (Some(l2), false) = (l2, blocks.is_empty()) {
+            l2.write(blocks, L2_BATCH_BYTES);
+        }
+    }
+
     /// Stop the L2ARC of every cache device that left the pool (`pool
     /// remove`): its index is dropped, so no lookup goes to that device again
     /// (reads go to the pool), and its feeder ends. With none left, evicted

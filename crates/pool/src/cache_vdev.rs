@@ -16,7 +16,9 @@
 use crate::commit::write_labels;
 use crate::device::BlockDevice;
 use crate::error::{PoolError, Result};
-use crate::label::{leaf_data_size, LabelHeader, LeafConfig, PoolConfig, DATA_START};
+use crate::label::{
+    leaf_data_size, LabelHeader, LeafConfig, PoolConfig, DATA_START, MIN_DEVICE_SIZE,
+};
 use crate::pool::{DeviceStatus, Pool};
 use crate::spare_remove::erase_labels;
 use crate::vdev_spec::CreateOpts;
@@ -188,8 +190,51 @@ impl Pool {
             return Err(PoolError::InvalidSpec("'cache' needs devices".into()));
         }
         let new = self.open_extra_devices(paths, opts)?;
+        self.install_cache(new, next_txg)
+    }
+
+    /// Add cache devices the caller opened (the simulator's, which have no
+    /// path to open); each is known by its `path()` and must be new to the
+    /// pool and big enough (its label is overwritten).
+    pub fn add_cache_devices(&self, devs: Vec<Arc<dyn BlockDevice>>, next_txg: u64) -> Result<()> {
+        self.check_suspended()?;
+        let used = self.device_paths();
+        let mut new = Vec::new();
+        for d in devs {
+            let path = d.path().to_path_buf();
+            if used.contains(&path) {
+                return Err(PoolError::InvalidSpec(format!(
+                    "{}: already part of this pool",
+                    path.display()
+                )));
+            }
+            if d.size() < MIN_DEVICE_SIZE {
+                return Err(PoolError::TooSmall {
+                    path,
+                    size: d.size(),
+                    min: MIN_DEVICE_SIZE,
+                });
+            }
+            let leaf = LeafConfig {
+                guid: self.env.guid(),
+                path,
+                resilvering: false,
+                offline: false,
+                offline_txg: 0,
+            };
+            new.push((leaf, d));
+        }
+        self.install_cache(new, next_txg)
+    }
+
+    /// Label the checked cache devices and start listing them.
+    fn install_cache(
+        &self,
+        new: Vec<(LeafConfig, Arc<dyn BlockDevice>)>,
+        next_txg: u64,
+    ) -> Result<()> {
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.cache.extend(new.iter().map(|(l, _)| l.clone()));
         for (l, dev) in &new {
             let h = LabelHeader {
@@ -217,7 +262,7 @@ impl Pool {
         gone.removed.store(true, Relaxed);
         let mut cfg = self.config.read().clone();
         cfg.cache.retain(|c| c.guid != gone.guid);
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         self.cache.write().retain(|c| c.guid != gone.guid);
         *self.config.write() = cfg;
         self.rewrite_label_headers()?;

@@ -85,7 +85,7 @@ impl Pool {
     /// Swap top vdev `ti` for `new_top` and write the new configuration.
     fn install_top(&self, ti: usize, new_top: TopVdev, next_txg: u64) -> Result<()> {
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs[ti] = top_config(&new_top);
         // A device joining or leaving changes what the resilver must cover.
         cfg.resilver_from = None;
@@ -97,7 +97,7 @@ impl Pool {
     /// Write the configuration after a leaf's state changed in place.
     fn write_config(&self, next_txg: u64) -> Result<()> {
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
         cfg.resilver_from = None;
         *self.config.write() = cfg;
@@ -176,7 +176,7 @@ impl Pool {
         new_top.kind = VdevKind::Mirror;
         let l = new_top.leaves.last().expect("just pushed");
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs[ti] = top_config(&new_top);
         let h = LabelHeader {
             config: cfg,

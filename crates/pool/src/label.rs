@@ -126,6 +126,15 @@ pub struct ScanPos {
 }
 
 impl PoolConfig {
+    /// The `config_txg` of a change made while txg `next_txg` is open: that
+    /// txg, or one past the current one if that is newer (the end of a
+    /// resilver records itself one past the last commit, which may be the
+    /// open txg): each change must be newer than the last, or an import that
+    /// finds only some labels rewritten may take the older configuration.
+    pub fn next_config_txg(&self, next_txg: u64) -> u64 {
+        next_txg.max(self.config_txg + 1)
+    }
+
     /// Sum of leaf guids: an uberblock only belongs to a config with the same sum.
     pub fn guid_sum(&self) -> u64 {
         self.vdevs

@@ -51,4 +51,5 @@ pub use pool::{
     WriteOpts,
 };
 pub use readhold::{ReadHold, SharedReadHold};
+pub use replace::Replacement;
 pub use spares::{split_section, split_spares};

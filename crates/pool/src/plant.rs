@@ -19,6 +19,9 @@ pub enum Bug {
     /// A raidz read whose data columns all read but fail the checksum gives up
     /// instead of reconstructing from parity: one corrupt column is an error.
     RaidzNoReconstruct = 3,
+    /// A resilver leaves out one block of its list (the middle one): the
+    /// replacement lacks it, which the loss of another device shows.
+    ResilverSkipBlock = 4,
 }
 
 impl Bug {
@@ -28,6 +31,7 @@ impl Bug {
             "no-flush-before-uberblock" => Some(Bug::NoFlushBeforeUberblock),
             "no-log-flush" => Some(Bug::NoLogFlush),
             "raidz-no-reconstruct" => Some(Bug::RaidzNoReconstruct),
+            "resilver-skip-block" => Some(Bug::ResilverSkipBlock),
             _ => None,
         }
     }

@@ -196,7 +196,7 @@ impl Pool {
         }
         let new_tops = self.open_new_vdevs(specs, opts)?;
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs.extend(new_tops.iter().map(top_config));
         // New devices get full labels; then every old device gets the new header.
         for t in &new_tops {

@@ -18,6 +18,7 @@
 //! nparity columns of a raidz unreadable).
 
 use crate::commit::{read_label, write_labels};
+use crate::device::BlockDevice;
 use crate::error::{PoolError, Result};
 use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind};
 use crate::pool::{top_config, Pool};
@@ -66,6 +67,16 @@ pub(crate) fn rebuilt(t: &TopVdev, leaves: Vec<Leaf>) -> TopVdev {
     }
 }
 
+/// The device that takes a replaced one's place.
+pub enum Replacement<'a> {
+    /// A path the pool opens, creating a sparse file of
+    /// `CreateOpts::create_size` bytes if nothing is there.
+    Path(&'a Path),
+    /// A device the caller opened (the simulator's devices have no path to
+    /// open); known to the pool by its `path()`.
+    Device(Arc<dyn BlockDevice>),
+}
+
 impl Pool {
     /// (top index, leaf index) of the device named by path, file name or guid.
     pub(crate) fn find_leaf(&self, name: &str) -> Option<(usize, usize)> {
@@ -100,6 +111,20 @@ impl Pool {
         opts: &CreateOpts,
         next_txg: u64,
     ) -> Result<()> {
+        self.replace_with(old, Replacement::Path(new), opts, next_txg)
+    }
+
+    /// Replace device `old` with `new`, a path the pool opens (the daemon's
+    /// `pool replace`) or a device the caller opened (the simulator's), and
+    /// mark it for resilvering. Both take the same checks and the same steps;
+    /// a refused path that did not exist before is removed again.
+    pub fn replace_with(
+        &self,
+        old: &str,
+        new: Replacement<'_>,
+        opts: &CreateOpts,
+        next_txg: u64,
+    ) -> Result<()> {
         self.check_suspended()?;
         let pool = self.name();
         let Some((ti, li)) = self.find_leaf(old) else {
@@ -109,7 +134,11 @@ impl Pool {
         };
         let top = self.vdevs.read()[ti].clone();
         check_replaceable(&top, li, old)?;
-        let canon_new = std::fs::canonicalize(new).unwrap_or(new.to_path_buf());
+        let new_path = match &new {
+            Replacement::Path(p) => p.to_path_buf(),
+            Replacement::Device(d) => d.path().to_path_buf(),
+        };
+        let canon_new = std::fs::canonicalize(&new_path).unwrap_or(new_path.clone());
         // In place: a new disk at the old one's path (zpool replace POOL OLD).
         let old_leaf = &top.leaves[li];
         let in_place = canon_new == old_leaf.path
@@ -118,26 +147,31 @@ impl Pool {
         if !in_place && !spare && self.device_paths().contains(&canon_new) {
             return Err(PoolError::InvalidSpec(format!(
                 "{}: already part of pool '{pool}'",
-                new.display()
+                new_path.display()
             )));
         }
-        let existed = new.exists();
-        let dev = open_for_create(new, opts)?;
+        let (dev, created) = match new {
+            Replacement::Path(p) => {
+                let existed = p.exists();
+                (open_for_create(p, opts)?, !existed)
+            }
+            Replacement::Device(d) => (d, false),
+        };
         let child = if crate::raidz::nparity(top.kind) > 0 {
             top.asize / top.leaves.len() as u64
         } else {
             top.asize
         };
         let refuse = |e: PoolError| {
-            if !existed {
-                let _ = std::fs::remove_file(new);
+            if created {
+                let _ = std::fs::remove_file(&new_path);
             }
             Err(e)
         };
         if leaf_data_size(dev.size()) < child {
             return refuse(PoolError::InvalidSpec(format!(
                 "{}: too small to replace {old}: it holds {} data bytes, the vdev needs {child}",
-                new.display(),
+                new_path.display(),
                 leaf_data_size(dev.size())
             )));
         }
@@ -148,14 +182,14 @@ impl Pool {
                     return refuse(PoolError::InvalidSpec(format!(
                         "{}: still the same device of pool '{pool}' (its label is intact): \
                          put a new disk there first, or use -f to rebuild it in place",
-                        new.display()
+                        new_path.display()
                     )));
                 }
                 let ours = h.config.guid == self.guid();
                 if !(spare && ours) {
                     return refuse(PoolError::InvalidSpec(format!(
                         "{}: device is part of pool '{}' (use -f to overwrite)",
-                        new.display(),
+                        new_path.display(),
                         h.config.name
                     )));
                 }
@@ -172,7 +206,7 @@ impl Pool {
         };
         let new_top = rebuilt(&top, leaves);
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.vdevs[ti] = top_config(&new_top);
         // A new replacement needs every block: a saved position no longer holds.
         cfg.resilver_from = None;
@@ -191,7 +225,7 @@ impl Pool {
         self.add_notice(if in_place {
             format!("{old} replaced by a new device in place: resilvering")
         } else {
-            format!("{old} replaced by {}: resilvering", new.display())
+            format!("{old} replaced by {}: resilvering", new_path.display())
         });
         Ok(())
     }

@@ -81,7 +81,7 @@ impl Pool {
             )));
         };
         let gone = cfg.spares.remove(i);
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         *self.config.write() = cfg;
         self.rewrite_label_headers()?;
         // Members no longer list it: now free it (best effort).

@@ -71,7 +71,7 @@ impl Pool {
         }
         let new = self.open_extra_devices(paths, opts)?;
         let mut cfg = self.config.read().clone();
-        cfg.config_txg = next_txg;
+        cfg.config_txg = cfg.next_config_txg(next_txg);
         cfg.spares.extend(new.iter().map(|(l, _)| l.clone()));
         for (l, dev) in &new {
             let h = LabelHeader {

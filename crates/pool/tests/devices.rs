@@ -316,3 +316,30 @@ fn cache_devices_are_found_at_import_and_may_go_missing() {
     assert!(!pool.cache_devices()[0].usable());
     scan(&pool, &blocks);
 }
+
+/// A replacement right after another one's resilver ended, in the same open
+/// txg, labels its device with a newer configuration than the one the end of
+/// the resilver recorded (it once wrote the same config_txg: an import that
+/// found only the new device's label rewritten took the older configuration
+/// and left the new device out).
+#[test]
+fn config_txg_grows_across_resilver_end_and_replace() {
+    use cachalot_pool::{read_label, BlockDevice, Replacement, SimDevice, VdevKind};
+    use std::sync::Arc;
+    let devs: Vec<Arc<dyn BlockDevice>> = (0..2)
+        .map(|i| Arc::new(SimDevice::new(&format!("d{i}"), 64 << 20)) as Arc<dyn BlockDevice>)
+        .collect();
+    let pool =
+        Pool::create_on_group_with_log("tank", devs.clone(), VdevKind::Mirror, vec![], 12).unwrap();
+    let next = pool.uberblock().txg + 1;
+    let first: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
+    pool.replace_with("sim:d0", Replacement::Device(first), &opts(), next)
+        .unwrap();
+    pool.finish_resilver().unwrap();
+    let before = read_label(devs[1].as_ref()).unwrap().config.config_txg;
+    let second = Arc::new(SimDevice::new("d0", 64 << 20));
+    pool.replace_with("sim:d0", Replacement::Device(second.clone()), &opts(), next)
+        .unwrap();
+    let after = read_label(second.as_ref()).unwrap().config.config_txg;
+    assert!(after > before, "config_txg {after} after {before}");
+}

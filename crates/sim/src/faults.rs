@@ -6,7 +6,15 @@ use crate::{err, Layout, Sim, R};
 use cachalot_pool::fault::{Fault, FaultKind, FaultOps};
 
 /// Reads made while more devices are damaged than the layout survives.
-const OVERLOAD_READS: usize = 4;
+const OVERLOAD_READS: usize = 8;
+
+/// Some data device is FAULTED.
+fn faulted(pool: &cachalot_pool::Pool) -> bool {
+    fn any(d: &cachalot_pool::DeviceStatus) -> bool {
+        d.state == "FAULTED" || d.children.iter().any(any)
+    }
+    pool.device_status().iter().any(any)
+}
 
 impl Sim {
     /// Make one of the layout's victim devices fail or lie for a while (or stop
@@ -33,8 +41,12 @@ impl Sim {
         Ok(())
     }
 
-    /// Overwrite bytes on one of the layout's victim devices, away from the labels.
+    /// Overwrite bytes on one of the layout's victim devices, away from the
+    /// labels (or on the cache device).
     pub(crate) fn corrupt(&mut self) -> R<()> {
+        if self.layout.cache && self.rng.chance(30) {
+            return self.corrupt_cache();
+        }
         if self.layout.victims.is_empty() {
             return Ok(());
         }
@@ -60,9 +72,12 @@ impl Sim {
         devs.truncate(self.layout.survives() + 1);
         let pool = self.store.pool().clone();
         pool.clear_faults();
+        // Scrambled, or failing: enough read errors fault a device (no more
+        // I/O until an import), which must leave the pool importable.
+        let kind = self.rng.pick(&[FaultKind::Corrupt, FaultKind::Eio]);
         let scramble = Fault {
             ops: FaultOps::Read,
-            kind: FaultKind::Corrupt,
+            kind,
             rate: 100,
         };
         for d in &devs {
@@ -92,7 +107,32 @@ impl Sim {
         // What the damaged reads left in the cache was verified; drop it
         // anyway so later reads do not depend on which of them failed.
         self.store.cache().arc.clear();
-        r
+        r?;
+        if faulted(&pool) {
+            self.stats.faulted_devices += 1;
+            return self.reimport_faulted();
+        }
+        Ok(())
+    }
+
+    /// Devices FAULTED by read errors get no I/O until an import: export
+    /// (which may fail, with more devices faulted than the layout survives:
+    /// then the process gives up, as at a power cut) and import; the pool
+    /// must come back with every device and hold what the model allows.
+    fn reimport_faulted(&mut self) -> R<()> {
+        if self.trace {
+            eprintln!("  devices faulted: export and import");
+        }
+        if let Err(e) = self.store.export() {
+            if self.trace {
+                eprintln!("  export failed ({e}): as a power cut");
+            }
+            self.store.abandon();
+            // The devices come back as after a power cut (unflushed writes
+            // kept or lost), with every device present again.
+            return self.recover();
+        }
+        self.export_imported()
     }
 
     pub(crate) fn scrub(&mut self) -> R<()> {

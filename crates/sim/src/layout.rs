@@ -1,5 +1,6 @@
 //! The pool layout a seed runs on: one device, a mirror, raidz1 or raidz2 of
-//! various widths, with or without a separate log device; and which devices
+//! various widths, with or without a separate log device and a cache device;
+//! and which devices
 //! the layout's redundancy lets the simulator damage.
 //!
 //! The layout is drawn from its own stream of the seed, so the layout and the
@@ -14,6 +15,8 @@ use std::sync::Arc;
 const TARGET_CAPACITY: u64 = 40 << 20;
 /// The separate log device's size.
 const LOG_SIZE: u64 = 32 << 20;
+/// The cache device's size (the smallest device a pool takes).
+const CACHE_SIZE: u64 = cachalot_pool::label::MIN_DEVICE_SIZE;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
@@ -25,6 +28,8 @@ pub struct Layout {
     /// Data devices that faults and corruption may hit: as many as the
     /// layout survives losing (none for a single device).
     pub victims: Vec<usize>,
+    /// A cache device (L2ARC), kept apart from the data and log devices.
+    pub cache: bool,
 }
 
 impl Layout {
@@ -57,11 +62,14 @@ impl Layout {
             }
         }
         victims.truncate(survives);
+        // Drawn last: the draws above, and so every older seed's layout, stay.
+        let cache = rng.chance(30);
         Layout {
             kind,
             width,
             log,
             victims,
+            cache,
         }
     }
 
@@ -105,6 +113,22 @@ impl Layout {
         devs
     }
 
+    /// The cache device, blank, if the layout has one.
+    pub fn blank_cache(&self, power: &Arc<Power>) -> Option<SimDevice> {
+        self.cache
+            .then(|| SimDevice::on_power("cache", vec![0; CACHE_SIZE as usize], power.clone()))
+    }
+
+    /// The store's options: with a cache device, an ARC small enough that
+    /// the simulator's data overflows it into the L2ARC.
+    pub fn opts(&self) -> StoreOpts {
+        StoreOpts {
+            arc_max: if self.cache { 2 << 20 } else { 8 << 20 },
+            txg_timeout: std::time::Duration::from_secs(5),
+            dirty_max: 64 << 20,
+        }
+    }
+
     /// Create pool `name` on `devs` (from `blank_devices`).
     pub fn create(
         &self,
@@ -133,6 +157,9 @@ impl std::fmt::Display for Layout {
         write!(f, "{kind} of {}", self.width)?;
         if self.log {
             write!(f, " + log")?;
+        }
+        if self.cache {
+            write!(f, " + cache")?;
         }
         let v: Vec<String> = self.victims.iter().map(|i| Self::dev_name(*i)).collect();
         write!(f, ", damage on [{}]", v.join(" "))

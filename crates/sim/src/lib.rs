@@ -33,7 +33,7 @@
 //! - the store's own invariants (`Store::verify`, `Store::verify_blocks`) hold at
 //!   every full check, and a scrub finds nothing unrecoverable.
 
-use cachalot_datasets::{DatasetKind, Store, StoreOpts};
+use cachalot_datasets::{DatasetKind, Store};
 use cachalot_pool::env::SimClock;
 use cachalot_pool::executor::SimIo;
 use cachalot_pool::{BlockDevice, Env, Power, SimDevice};
@@ -43,8 +43,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod cache;
 mod faults;
 mod layout;
+mod resilver;
 
 /// Largest object offset written.
 const MAX_OFF: u64 = 160 << 10;
@@ -105,6 +107,7 @@ const OPS: &[&str] = &[
     "corrupt",
     "overload",
     "scrub",
+    "replace",
 ];
 
 /// SplitMix64: small, fast, reproducible from a printed seed.
@@ -197,6 +200,20 @@ pub struct Stats {
     pub overload_errors: u64,
     /// Power cuts that took the separate log device with them.
     pub log_losses: u64,
+    /// Reads the cache device served verified, and its blocks that failed
+    /// their checksum (corrupted on it: read from the pool instead).
+    pub l2_hits: u64,
+    /// Overloads whose read errors faulted a device (export and import
+    /// followed).
+    pub faulted_devices: u64,
+    pub l2_cksum_errors: u64,
+    pub cache_corruptions: u64,
+    /// Devices replaced by blank ones; resilvers checked complete (the new
+    /// device alone standing in for every device the layout survives
+    /// losing); of those, resilvers an import continued from a saved position.
+    pub replacements: u64,
+    pub resilvers_checked: u64,
+    pub resilver_resumes: u64,
     /// The pool layout the seed drew.
     pub layout: String,
     /// Background reads (read-ahead jobs) the executor ran.
@@ -259,14 +276,6 @@ fn err<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-fn opts() -> StoreOpts {
-    StoreOpts {
-        arc_max: 8 << 20,
-        txg_timeout: Duration::from_secs(5),
-        dirty_max: 64 << 20,
-    }
-}
-
 struct Sim {
     rng: Rng,
     env: Env,
@@ -276,6 +285,8 @@ struct Sim {
     layout: Layout,
     /// The devices present: the data devices, then the log device unless lost.
     devs: Vec<SimDevice>,
+    /// The cache device, if the layout has one.
+    cache_dev: Option<SimDevice>,
     store: Arc<Store>,
     model: Model,
     /// The model as of the last acknowledged commit.
@@ -287,6 +298,8 @@ struct Sim {
     cut_armed: u32,
     /// Snapshots that must stay (clone origins, receive bases).
     pinned: BTreeSet<String>,
+    /// The data device slot whose replacement waits for its resilver check.
+    resilvering: Option<usize>,
     /// Received datasets: their source dataset.
     recv_src: BTreeMap<String, String>,
     /// Received datasets changed since their last receive: the engine sees
@@ -311,10 +324,17 @@ impl Sim {
         if trace {
             eprintln!("layout: {layout}");
         }
-        let devs = layout.blank_devices(&Power::new());
+        let power = Power::new();
+        let devs = layout.blank_devices(&power);
         let store = layout
-            .create("tank", &devs, opts())
+            .create("tank", &devs, layout.opts())
             .map_err(err("create"))?;
+        let cache_dev = layout.blank_cache(&power);
+        if let Some(c) = &cache_dev {
+            store
+                .add_cache_devices(as_dyn(std::slice::from_ref(c)))
+                .map_err(err("add cache"))?;
+        }
         let mut model = Model::default();
         model.fs.insert("tank".into(), Fs::default());
         for (name, rs) in [("tank/a", "16K"), ("tank/b", "128K")] {
@@ -336,12 +356,14 @@ impl Sim {
             io,
             layout,
             devs,
+            cache_dev,
             store,
             durable: model.clone(),
             model,
             hist: BTreeMap::new(),
             cut_armed: 0,
             pinned: BTreeSet::new(),
+            resilvering: None,
             recv_src: BTreeMap::new(),
             touched: BTreeSet::new(),
             next_name: 1,
@@ -360,8 +382,10 @@ impl Sim {
             self.step = step;
             self.clock
                 .advance(Duration::from_millis(self.rng.below(300)));
-            // Background reads queued so far may run before this step.
+            // Background reads queued so far may run before this step, and
+            // what the ARC evicted goes to the cache device.
             self.io.step();
+            self.store.cache().feed_l2_now();
             let r = self.one_op();
             if self.devs[0].is_cut() {
                 self.recover()?;
@@ -402,6 +426,7 @@ impl Sim {
         self.stats.steps = steps;
         self.stats.layout = self.layout.to_string();
         self.stats.background_reads = self.io.ran();
+        self.retire_store();
         let mut h = blake3::Hasher::new();
         for d in &self.devs {
             h.update(&d.crash_image(|| true));
@@ -436,6 +461,7 @@ impl Sim {
             "corrupt" => self.corrupt(),
             "overload" => self.overload(),
             "scrub" => self.scrub(),
+            "replace" => self.replace(),
             o => Err(format!("unknown op {o}")),
         }
     }
@@ -1014,7 +1040,14 @@ impl Sim {
         if self.devs[0].is_cut() {
             return Ok(());
         }
-        self.store = Store::import_devices(as_dyn(&self.devs), opts()).map_err(err("import"))?;
+        self.export_imported()
+    }
+
+    /// Import after a clean export: every device back, the model durable.
+    fn export_imported(&mut self) -> R<()> {
+        self.retire_store();
+        self.store = Store::import_devices(self.with_cache(&self.devs), self.layout.opts())
+            .map_err(err("import"))?;
         self.stats.exports += 1;
         self.mark_durable();
         self.full_check("after export and import")
@@ -1058,7 +1091,22 @@ impl Sim {
             }
         }
         self.devs = devs;
-        self.store = Store::import_devices(as_dyn(&self.devs), opts())
+        // A replacement cut before its labels were durable left a blank
+        // device: the pool does not know it (nor would an import scan take
+        // it), so it stays out and is replaced again once imported.
+        let unlabeled: Vec<usize> = (0..self.layout.width)
+            .filter(|i| cachalot_pool::read_label(&self.devs[*i]).is_none())
+            .collect();
+        let present: Vec<SimDevice> = (0..self.devs.len())
+            .filter(|i| !unlabeled.contains(i))
+            .map(|i| self.devs[i].clone())
+            .collect();
+        self.retire_store();
+        self.cache_dev = self.cache_dev.as_ref().map(|c| {
+            let rng = &mut self.rng;
+            SimDevice::on_power("cache", c.crash_image(|| rng.chance(50)), power.clone())
+        });
+        self.store = Store::import_devices(self.with_cache(&present), self.layout.opts())
             .map_err(err("import after a power cut"))?;
         let got = self.store_catalog()?;
         // The catalog is the committed one, or the one the interrupted
@@ -1117,7 +1165,15 @@ impl Sim {
         });
         self.recv_src.retain(|r, _| self.model.fs.contains_key(r));
         self.mark_durable();
-        self.full_check("after a power cut")
+        self.full_check("after a power cut")?;
+        match unlabeled[..] {
+            [] => self.check_resilvered(),
+            [slot] if self.resilvering == Some(slot) => self.replace_again(slot),
+            _ => Err(format!(
+                "after a power cut devices {unlabeled:?} have no label (replacing {:?})",
+                self.resilvering
+            )),
+        }
     }
 
     // ------------------------------------------------------------------- checks

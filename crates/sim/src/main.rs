@@ -18,7 +18,7 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     seeds: u64,
     /// Plant a bug first (needs --features planted-bugs):
-    /// no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct.
+    /// no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct, resilver-skip-block.
     #[arg(long)]
     plant: Option<String>,
     /// Keep going after a failing seed (to count how many seeds find a bug).
@@ -30,7 +30,7 @@ fn main() {
     let a = Args::parse();
     if let Some(p) = &a.plant {
         let Some(bug) = cachalot_pool::plant::Bug::parse(p) else {
-            eprintln!("--plant {p}: unknown bug (no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct)");
+            eprintln!("--plant {p}: unknown bug (no-flush-before-uberblock, no-log-flush, raidz-no-reconstruct, resilver-skip-block)");
             std::process::exit(2);
         };
         if !cachalot_pool::plant::plant(bug) {
@@ -48,7 +48,7 @@ fn main() {
             Ok(s) => {
                 steps += s.steps;
                 println!(
-                    "seed {seed}: ok on {}, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks, {} background reads, {} overloaded reads ({} failed), {} log devices lost) fingerprint {}",
+                    "seed {seed}: ok on {}, {} steps in {:.2}s ({} writes, {} reads, {} fsyncs, {} commits, {} snapshots, {} clones, {} rollbacks, {} sends, {} cut streams, {} exports, {} power cuts, {} faults, {} corruptions, {} scrubs, {} full checks, {} background reads, {} overloaded reads ({} failed), {} log devices lost, {} replacements, {} resilvers checked ({} resumed), {} L2ARC hits, {} cache corruptions, {} L2ARC checksum errors, {} overloads faulted a device) fingerprint {}",
                     s.layout,
                     s.steps,
                     t.elapsed().as_secs_f64(),
@@ -71,6 +71,13 @@ fn main() {
                     s.overload_reads,
                     s.overload_errors,
                     s.log_losses,
+                    s.replacements,
+                    s.resilvers_checked,
+                    s.resilver_resumes,
+                    s.l2_hits,
+                    s.cache_corruptions,
+                    s.l2_cksum_errors,
+                    s.faulted_devices,
                     s.fingerprint
                 );
             }

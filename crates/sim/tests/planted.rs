@@ -14,6 +14,7 @@ fn planted_bugs_are_found() {
         Bug::NoFlushBeforeUberblock,
         Bug::NoLogFlush,
         Bug::RaidzNoReconstruct,
+        Bug::ResilverSkipBlock,
     ] {
         plant(bug);
         let found = [2u64, 3, 4, 5, 6, 12]

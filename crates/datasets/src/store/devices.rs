@@ -7,8 +7,8 @@
 
 use super::Store;
 use crate::error::Result;
-use cachalot_pool::{CreateOpts, Pool};
-use std::path::PathBuf;
+use cachalot_pool::{BlockDevice, CreateOpts, Pool, Replacement};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +36,28 @@ impl Store {
         Ok(r?)
     }
 
+    /// Replace device `old` by `new` (a path) and start its resilver.
+    pub fn replace_device(&self, old: &str, new: &Path, copts: &CreateOpts) -> Result<()> {
+        self.replace_with(old, Replacement::Path(new), copts)
+    }
+
+    /// Replace device `old` by `new` (a path or an open device) and start its
+    /// resilver (a running scan is stopped first and started again, so it
+    /// covers every replacement).
+    pub fn replace_with(&self, old: &str, new: Replacement<'_>, copts: &CreateOpts) -> Result<()> {
+        self.change_devices(|p, next| p.replace_with(old, new, copts, next))
+    }
+
     /// Add cache devices (`cache PATH...`); the L2ARC starts using them.
     pub fn add_cache(&self, paths: &[PathBuf], opts: &CreateOpts) -> Result<()> {
         self.change_devices(|p, next| p.add_cache(paths, opts, next))?;
+        self.cache.attach_l2();
+        Ok(())
+    }
+
+    /// Add cache devices the caller opened (the simulator's).
+    pub fn add_cache_devices(&self, devs: Vec<Arc<dyn BlockDevice>>) -> Result<()> {
+        self.change_devices(|p, next| p.add_cache_devices(devs, next))?;
         self.cache.attach_l2();
         Ok(())
     }

@@ -351,13 +351,30 @@ impl Store {
         }
     }
 
-    /// Object set roots of every dataset as of the last commit (for scrub).
-    pub(crate) fn committed_roots(&self) -> Result<Vec<BlkPtr>> {
+    /// Object set roots of every dataset and snapshot as of the last commit
+    /// (for scrub and resilver), each with the txg below which its blocks are
+    /// skipped: those are held by a root before it in the list, the snapshot
+    /// before it or a clone's origin (a block born before a snapshot and
+    /// still referenced after it is in that snapshot), so each block is
+    /// visited about once however many snapshots share it. A parent is born
+    /// with or after its children, so a skipped block's subtree is skipped.
+    pub(crate) fn committed_roots(&self) -> Result<Vec<(BlkPtr, u64)>> {
         let ub = self.pool.uberblock();
         let mos = ObjectSet::open(self.cache.clone(), mos_props(), &ub.mos, ub.txg + 1)?;
         let cat = read_catalog(&mos)?;
-        let mut roots = vec![ub.mos];
-        roots.extend(cat.datasets.values().map(|d| d.objset));
+        let mut roots = vec![(ub.mos, 0)];
+        for d in cat.datasets.values() {
+            let origin = d.origin.as_ref().and_then(|(id, snap)| {
+                let o = cat.datasets.get(id)?;
+                o.snapshots.iter().find(|s| s.name == *snap)
+            });
+            let mut floor = origin.map_or(0, |s| s.txg);
+            for s in &d.snapshots {
+                roots.push((s.objset, floor));
+                floor = s.txg;
+            }
+            roots.push((d.objset, floor));
+        }
         Ok(roots)
     }
 }

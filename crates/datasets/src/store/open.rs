@@ -15,7 +15,7 @@ use cachalot_objects::{BlockCache, CachePolicy, ObjectSet, ObjsetProps};
 use cachalot_pool::{BlkPtr, BlockDevice, Compression, CreateOpts, Pool, VdevSpec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -382,26 +382,6 @@ impl Store {
         self.export()?;
         self.pool.destroy_labels()?;
         Ok(())
-    }
-
-    /// Replace device `old` by `new` and start its resilver (a running scan is
-    /// stopped first and started again, so it covers every replacement).
-    pub fn replace_device(&self, old: &str, new: &Path, copts: &CreateOpts) -> Result<()> {
-        self.check_live()?;
-        let was_scanning = self.scrub_status().state == "scanning";
-        crate::scrub::cancel(self);
-        let _one = self.commit_lock.lock();
-        let next = self.open_txg();
-        let r = self.pool.replace_device(old, new, copts, next);
-        drop(_one);
-        if r.is_ok() {
-            self.sync()?;
-        }
-        // A refused replacement must not leave a running scan stopped.
-        if r.is_ok() || was_scanning || self.pool.resilver_pending() {
-            self.scrub_start()?;
-        }
-        Ok(r?)
     }
 
     pub fn add_vdevs(&self, specs: &[VdevSpec], copts: &CreateOpts) -> Result<()> {

@@ -93,6 +93,13 @@ impl FeedQueue {
         }
     }
 
+    /// What is queued now, without waiting.
+    pub(crate) fn take_now(&self) -> Vec<(BlockKey, Value)> {
+        let mut q = self.q.lock();
+        q.1 = 0;
+        std::mem::take(&mut q.0)
+    }
+
     /// What is queued, once a batch is full or `FEED_INTERVAL` passed.
     fn take(&self) -> Vec<(BlockKey, Value)> {
         let mut q = self.q.lock();
@@ -169,6 +176,10 @@ impl L2Arc {
         });
         l2.rebuild(max_birth);
         feed.set_active(true);
+        // A deterministic run has no feeder thread: it calls `feed_now`.
+        if cachalot_pool::Env::current().manual_txg() {
+            return l2;
+        }
         let weak = Arc::downgrade(&l2);
         let feed = feed.clone();
         let _ = std::thread::Builder::new()
