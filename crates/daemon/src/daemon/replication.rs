@@ -752,6 +752,25 @@ fn member_rows(members: &[MemberStatus], now: u64) -> Value {
         .collect()
 }
 
+/// A destroy refused by a replication hold (`repl:NAME`): say what the hold
+/// is for. It is not released for the user: as zfs, a destroy never breaks a
+/// relationship's chain by itself (its next increment needs that snapshot; a
+/// member of a recursive relationship destroyed on purpose is released by
+/// hand, and the relationship then keeps its copy on the target as gone).
+pub(super) fn explain_repl_hold(msg: String) -> String {
+    const HELD: &str = "held by repl:";
+    let Some(i) = msg.find(HELD) else {
+        return msg;
+    };
+    let name: String = msg[i + HELD.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || "_-.".contains(*c))
+        .collect();
+    format!(
+        "{msg} (repl:{name} is replication relationship '{name}''s newest snapshot in common with its target, held so its next increment works; released, the target keeps its copy)"
+    )
+}
+
 /// The hold tag of a relationship's newest common snapshot.
 pub(super) fn hold_tag(name: &str) -> String {
     format!("repl:{name}")
