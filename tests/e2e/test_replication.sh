@@ -146,8 +146,8 @@ note "resumed at ${SECONDS}s"
 assert_contains "$out" "resumed the interrupted transfer" "resume after the link came back"
 same_as_source big3 small
 listed=$(CA replication list -H -p r1)
-IFS=$'\t' read -r name src dst state lag last bytes rate <<<"$listed"
-assert_eq "$name $src $dst $state" "r1 tank/src $TARGET/tank/dst idle" "list"
+IFS=$'\t' read -r name src dst state lag last bytes rate role <<<"$listed"
+assert_eq "$name $src $dst $state $role" "r1 tank/src $TARGET/tank/dst idle push" "list"
 ((lag < 60 && bytes > 0 && rate > 0)) || fail "list: lag $lag bytes $bytes rate $rate"
 
 note "a resume token the source can no longer honour is discarded with a message"

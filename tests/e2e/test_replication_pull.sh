@@ -6,7 +6,9 @@
 # paired with A, for a name A pushes, and into a target with no snapshot in
 # common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
 # a kill -9 of the source, then of the target, in the middle of a transfer:
-# the next cycle resumes from B's token and the files match.
+# the next cycle resumes from B's token and the files match. The source lists
+# the pull it serves ("pulled-by B", last sync, the snapshot it holds) and
+# forgets it, releasing that hold, with `replication destroy`.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
@@ -43,6 +45,7 @@ assert_fails CB replication run p1
 assert_contains "$LAST_STDERR" "replication p1: this appliance has a push relationship of that name" \
     "pushed name"
 assert_ok CA replication destroy p1
+[[ -z $(CA replication list -H) ]] || fail "a refused pull is listed on the source: $(CA replication list -H)"
 assert_ok CB create tank/lone
 assert_ok CB snapshot tank/lone@mine
 assert_ok CB replication create p2 --pull --source "$SOURCE/tank/src" --target tank/lone --paused
@@ -67,6 +70,19 @@ newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
 assert_eq "$(CB holds -H "$newest" | cut -f2)" "repl:p1" "target hold"
 assert_eq "$(CA holds -H "tank/src@${newest#*@}" | cut -f2)" "repl:p1" "source hold"
 
+note "the source lists the pull it serves, with the snapshot it holds"
+row=$(CA replication list -H p1)
+IFS=$'\t' read -r name src dst state _lag last _bytes _rate role <<<"$row"
+assert_eq "$name|$src|$dst|$state|$role" "p1|tank/src|$IPB/tank/dst|idle|pulled-by $IPB" "source's row"
+[[ $last != - ]] || fail "the source's row has no last sync: $row"
+assert_eq "$(CA debug call repl.list '{"name":"p1"}' | jq -r '.[0].held')" \
+    "tank/src@${newest#*@}" "the snapshot the source holds for it"
+assert_fails CA replication run p1
+assert_contains "$LAST_STDERR" "pulled by $IPB, which starts and manages its cycles" "run on the source"
+assert_fails CA replication create p1 --source tank/other --target "$IPB:$PORT/tank/x"
+assert_contains "$LAST_STDERR" "'p1' is the name of a pull of 'tank/src' by $IPB served here" \
+    "a push may not take a served pull's name"
+
 # kill9_resume NODE: a cycle cut by a kill -9 of NODE after a checkpoint; the
 # next cycle resumes the transfer and the target equals the source.
 kill9_resume() {
@@ -83,6 +99,14 @@ note "kill -9 of the source mid-transfer"
 kill9_resume A
 note "kill -9 of the target mid-transfer"
 kill9_resume B
+
+note "the source forgets the pull: its hold goes; the next pull records it again"
+held=$(CA debug call repl.list '{"name":"p1"}' | jq -r '.[0].held')
+assert_ok CA replication destroy p1
+assert_fails CA replication list p1
+assert_eq "$(CA holds -H "$held")" "" "hold released by destroy on the source"
+assert_ok CB replication run p1 >/dev/null
+assert_eq "$(CA replication list -H p1 | cut -f9)" "pulled-by $IPB" "listed again after a pull"
 
 assert_ok CA unmount tank/src
 stop_node A

@@ -68,8 +68,13 @@ all_same "${MEMBERS[@]}"
 
 note "a child destroyed on the source stays on the target"
 assert_ok CA unmount tank/src/b
-# The relationship holds its newest snapshot: the admin releases it first.
+# The relationship holds its newest snapshot (its next increment needs it): a
+# destroy is refused with the command that releases it, which the admin runs.
 held=$(CA list -H -t snapshot -o name tank/src/b | tail -n 1)
+assert_fails CA destroy -r tank/src/b
+assert_contains "$LAST_STDERR" "cachalot release repl:r1 $held" "the refusal names the release command"
+assert_contains "$LAST_STDERR" "replication relationship 'r1''s newest snapshot in common" \
+    "the refusal says what the hold is for"
 assert_ok CA release repl:r1 "$held"
 assert_ok CA destroy -r tank/src/b
 assert_ok CA replication run r1 >/dev/null

@@ -365,6 +365,17 @@ op! {
 }
 
 op! {
+    /// The replication relationships (one, or all): those kept here (`role`
+    /// "push" or "pull") and the pulls this appliance serves as the source
+    /// (`role` "pulled-by PEER", with the snapshot they hold here in `held`);
+    /// state, lag, last success, bytes, errors.
+    ReplList = "repl.list" {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+    }
+}
+
+op! {
     /// Destroy a replication relationship (its holds on the source's snapshots
     /// go; the target's copy stays).
     ReplDestroy = "repl.destroy" { pub name: String }

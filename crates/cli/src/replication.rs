@@ -4,7 +4,7 @@
 use crate::commands::{CmdResult, Ctx};
 use crate::table::{format_date, Table};
 use cachalot_api_types::requests::{
-    ReplCreate, ReplDestroy, ReplPair, ReplPairToken, ReplPeers, Size,
+    ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPeers, Size,
 };
 use cachalot_daemon::format_size;
 use clap::Subcommand;
@@ -140,7 +140,7 @@ fn list(
     verbose: bool,
     name: Option<String>,
 ) -> CmdResult {
-    let rows = ctx.call("repl.list", json!({ "name": name }))?;
+    let rows = ctx.send(&ReplList { name })?;
     let mut headers = vec![
         "NAME",
         "SOURCE",
@@ -150,6 +150,8 @@ fn list(
         "LAST-SYNC",
         "BYTES",
         "RATE",
+        // push, pull, or pulled-by PEER: a pull served here (holding a snapshot).
+        "ROLE",
     ];
     if verbose {
         headers.push("MESSAGE");
@@ -191,6 +193,7 @@ fn list(
                     &|n| format!("{}/s", format_size(n))
                 },
             ),
+            s("role"),
         ];
         if verbose {
             row.push(
@@ -208,7 +211,9 @@ fn list(
 }
 
 fn status(ctx: &mut Ctx, scripted: bool, parsable: bool, name: &str) -> CmdResult {
-    let rows = ctx.call("repl.list", json!({ "name": name }))?;
+    let rows = ctx.send(&ReplList {
+        name: Some(name.to_string()),
+    })?;
     let rel = &rows[0];
     let headers = ["MEMBER", "TARGET", "STATE", "LAG", "LAST-SNAPSHOT"];
     let right = headers.iter().map(|h| *h == "LAG").collect();

@@ -44,11 +44,17 @@ pub(crate) fn check_not_held(cat: &Catalog, id: u64, snap: &str) -> Result<()> {
     if tags.is_empty() {
         return Ok(());
     }
+    // The commands with the real tags: a destroy of the dataset (or a
+    // receive -F) cannot force a hold away, only these can.
+    let full = format!("{}@{snap}", rec.name);
+    let release: Vec<String> = tags
+        .iter()
+        .map(|t| format!("`cachalot release {t} {full}`"))
+        .collect();
     Err(StoreError::Busy(format!(
-        "snapshot '{}@{snap}' is held by {}: release it (cachalot release TAG {}@{snap}) or destroy it with -f",
-        rec.name,
+        "snapshot '{full}' is held by {}: release it first ({}), or destroy that snapshot with `cachalot destroy -f {full}`",
         tags.join(", "),
-        rec.name
+        release.join(", ")
     )))
 }
 

@@ -21,6 +21,7 @@ pub use dataset::{Dataset, SyncPolicy, Tx};
 pub use error::{ErrorKind, Result, StoreError};
 pub use scrub::ScrubStatus;
 pub use store::{
-    DatasetInfo, PoolStatusInfo, PropRow, SnapshotInfo, SpaceInfoSer, Store, StoreOpts,
+    DatasetInfo, PoolStatusInfo, PropRow, ReceiveStepHook, SnapshotInfo, SpaceInfoSer, Store,
+    StoreOpts,
 };
 pub use stream::{ReceiveOpts, ReceiveOutcome, StreamStats};

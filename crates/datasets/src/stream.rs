@@ -18,7 +18,9 @@
 //!
 //! Invariants of receive: nothing is applied outside a hidden dataset `FS%recv`
 //! until END has been verified; any error (truncated, corrupt, out of order,
-//! wrong base) destroys it, so a failed receive leaves nothing behind. Object ids
+//! wrong base) destroys it, so a failed receive leaves nothing behind. The swap
+//! into place is one catalog change (`put_received_in_place`): a crash leaves
+//! the old `FS` or the new one, never a step between. Object ids
 //! are kept: the layers above use them as identities.
 
 use crate::catalog::DatasetKind;
@@ -577,16 +579,8 @@ impl Store {
         self.checkpoint_receive(&tmp, None)?;
         let _ = self.sync_volsize(&tmp)?;
         self.snapshot_with_guid(&[format!("{tmp}@{snap_name}")], Some(begin.guid))?;
-        if begin.from_guid == 0 {
-            if exists {
-                self.destroy_dataset(fs, true)?;
-            }
-        } else {
-            self.promote(&tmp)?;
-            self.adopt_children(fs, &tmp)?;
-            self.destroy_dataset(fs, false)?;
-        }
-        self.rename_leaf(&tmp, fs)?;
+        self.receive_step("snapshot");
+        self.put_received_in_place(&tmp, fs, begin.from_guid != 0)?;
         self.sync()?;
         Ok(ReceiveOutcome {
             snapshot: format!("{fs}@{snap_name}"),

@@ -69,6 +69,7 @@ mod tests {
         check::<ReplPairToken>();
         check::<ReplPair>();
         check::<ReplPeers>();
+        check::<ReplList>();
         check::<FsMount>();
         check::<FsUnmount>();
         check::<FsMounts>();

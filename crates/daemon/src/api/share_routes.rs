@@ -18,7 +18,9 @@
 //! [`Auth`] first.
 
 use super::error::ErrorBody;
-use super::requests::{DsSet, Op, ReplCreate, ReplDestroy, ReplPair, ReplPairToken, ReplPeers};
+use super::requests::{
+    DsSet, Op, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPeers,
+};
 use super::routes::{run, Auth, Body};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
@@ -45,18 +47,6 @@ macro_rules! repl_op {
             const OP: &'static str = $op;
         }
     };
-}
-
-/// List replication relationships (one, or all) with state and lag.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReplList {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-impl Op for ReplList {
-    const OP: &'static str = "repl.list";
 }
 
 repl_op!(
@@ -122,8 +112,10 @@ async fn unshare_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResu
     set_share(d, name, "sharenbd", false).await
 }
 
-/// Replication relationships: source, target, state, lag (seconds since the
-/// newest snapshot the target has), last sync, bytes, errors.
+/// Replication relationships: source, target, role (push, pull, or
+/// "pulled-by PEER": a pull served here, with the snapshot it holds in
+/// `held`), state, lag (seconds since the newest snapshot the target has),
+/// last sync, bytes, errors.
 #[utoipa::path(get, path = "/api/v1/replication", tag = "replication",
     responses((status = 200, description = "One row per relationship", body = Value)))]
 async fn list_replication(State(d): D) -> ApiResult {

@@ -70,7 +70,7 @@ impl Daemon {
         self.stop_serving(|n| volumes::is_under(n, &name));
         store
             .destroy_dataset(&name, a.bool("recursive")?)
-            .map_err(se)?;
+            .map_err(|e| super::replication::explain_repl_hold(se(e)))?;
         self.release_fs(&name);
         Ok(json!({ "name": name }))
     }

@@ -9,6 +9,9 @@
 //! - `cert.der`, `key.der` (0600): this appliance's key, made at first use.
 //! - `peers.json`: the pinned peers, `{fingerprint, address, paired}`.
 //! - `relationships.json`: every relationship with its last status.
+//! - `pulled_by.json`: the pulls this appliance serves as the source (a peer's
+//!   `--pull` relationship), with their last status: `list` shows them, as the
+//!   hold they keep on a snapshot here (`replication_pull.rs`).
 //! - `broken_here.json`: relationships this appliance is the target of and
 //!   has broken off itself (`mysql failover`), each with the MySQL set the
 //!   failover started (its clones and server): their cycles are refused here
@@ -23,6 +26,7 @@
 //! - One cycle of a relationship runs at a time (its `cycle` mutex); the
 //!   scheduler only try-locks it, `replication run` waits for it.
 
+use super::replication_pull::PulledBy;
 use super::{Daemon, OpResult};
 use crate::proto::{validate_dataset_name, Args};
 use crate::state::write_atomic;
@@ -68,6 +72,8 @@ pub struct Replication {
     api_socket: Mutex<Option<PathBuf>>,
     /// Relationships broken off on this side, as their target.
     broken_here: Mutex<Vec<BrokenHere>>,
+    /// The pulls served as their source, by name (`replication_pull.rs`).
+    pub(super) pulled_by: Mutex<BTreeMap<String, PulledBy>>,
 }
 
 /// A relationship broken off on its target by `mysql failover`, and the set
@@ -120,6 +126,7 @@ impl Replication {
         let peers: Vec<Peer> = read_json(&dir.join("peers.json"))?;
         let list: Vec<Relationship> = read_json(&dir.join("relationships.json"))?;
         let broken_here: Vec<BrokenHereEntry> = read_json(&dir.join("broken_here.json"))?;
+        let pulled_by: Vec<PulledBy> = read_json(&dir.join("pulled_by.json"))?;
         let timeout = std::env::var("CACHALOT_REPL_TIMEOUT")
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
@@ -136,6 +143,12 @@ impl Replication {
             timeout,
             api_socket: Mutex::new(None),
             broken_here: Mutex::new(broken_here.into_iter().map(Into::into).collect()),
+            pulled_by: Mutex::new(
+                pulled_by
+                    .into_iter()
+                    .map(|p| (p.rel.name.clone(), p))
+                    .collect(),
+            ),
         })
     }
 
@@ -196,11 +209,22 @@ impl Replication {
         Ok(id)
     }
 
-    fn save_peers(&self, peers: &[Peer]) -> Result<(), String> {
+    /// Replace `file` in the state directory with `value` as JSON, atomically
+    /// (`what` names it in the error).
+    pub(super) fn store_json<T: Serialize + ?Sized>(
+        &self,
+        file: &str,
+        value: &T,
+        what: &str,
+    ) -> Result<(), String> {
         self.ensure_dir()?;
-        let data = serde_json::to_vec_pretty(peers).map_err(|e| e.to_string())?;
-        write_atomic(&self.dir.join("peers.json"), &data, 0o600)
-            .map_err(|e| format!("cannot store the peer list: {e}"))
+        let data = serde_json::to_vec_pretty(value).map_err(|e| e.to_string())?;
+        write_atomic(&self.dir.join(file), &data, 0o600)
+            .map_err(|e| format!("cannot store {what}: {e}"))
+    }
+
+    fn save_peers(&self, peers: &[Peer]) -> Result<(), String> {
+        self.store_json("peers.json", peers, "the peer list")
     }
 
     /// Pin `fp` (for `address`, if we dialled it), replacing an older pin of
@@ -267,10 +291,11 @@ impl Replication {
         }
         let mut next: Vec<BrokenHere> = list.iter().filter(|b| b.name != name).cloned().collect();
         next.extend(mark);
-        self.ensure_dir()?;
-        let data = serde_json::to_vec_pretty(&next).map_err(|e| e.to_string())?;
-        write_atomic(&self.dir.join("broken_here.json"), &data, 0o600)
-            .map_err(|e| format!("cannot store the relationships broken off here: {e}"))?;
+        self.store_json(
+            "broken_here.json",
+            &next,
+            "the relationships broken off here",
+        )?;
         *list = next;
         Ok(true)
     }
@@ -295,11 +320,8 @@ impl Replication {
     }
 
     fn save_rels(&self, rels: &BTreeMap<String, Relationship>) -> Result<(), String> {
-        self.ensure_dir()?;
         let list: Vec<&Relationship> = rels.values().collect();
-        let data = serde_json::to_vec_pretty(&list).map_err(|e| e.to_string())?;
-        write_atomic(&self.dir.join("relationships.json"), &data, 0o600)
-            .map_err(|e| format!("cannot store the relationships: {e}"))
+        self.store_json("relationships.json", &list, "the relationships")
     }
 
     pub(super) fn get(&self, name: &str) -> Result<Relationship, String> {
@@ -414,6 +436,14 @@ impl Daemon {
 
     pub(super) fn repl_op(&self, op: &str, a: &Args) -> OpResult {
         let r = &self.replication;
+        if let (
+            "repl.run" | "repl.pause" | "repl.resume" | "repl.break" | "repl.resync"
+            | "repl.reverse",
+            Ok(name),
+        ) = (op, a.str("name"))
+        {
+            self.refuse_pulled_op(&name)?;
+        }
         match op {
             "repl.pair_token" => {
                 let id = r.identity()?;
@@ -575,6 +605,9 @@ impl Daemon {
             pull,
             recursive,
         };
+        if !pull {
+            self.refuse_pulled_name(&name)?;
+        }
         let r = &self.replication;
         let mut rels = r.rels.lock();
         if rels.contains_key(&name) {
@@ -588,46 +621,30 @@ impl Daemon {
         Ok(Value::Null)
     }
 
+    /// `repl.list [name]`: the relationships kept here (pushed, or pulled by
+    /// this appliance), then the pulls this appliance serves as the source.
     fn repl_list(&self, name: Option<String>) -> OpResult {
         let r = &self.replication;
-        let rels: Vec<Relationship> = match &name {
-            Some(n) => vec![r.get(n)?],
-            None => r.rels.lock().values().cloned().collect(),
-        };
         let t = now();
-        let rows: Vec<Value> = rels
+        let own: Vec<Relationship> = r
+            .rels
+            .lock()
+            .values()
+            .filter(|rel| name.as_ref().is_none_or(|n| *n == rel.name))
+            .cloned()
+            .collect();
+        let served = self.pulled_by_rows(name.as_deref(), t);
+        if let (Some(n), true, true) = (&name, own.is_empty(), served.is_empty()) {
+            return Err(no_such_relationship(n));
+        }
+        let mut rows: Vec<Value> = own
             .iter()
             .map(|rel| {
-                let s = &rel.status;
-                json!({
-                    "name": rel.name,
-                    "source": if rel.pull { format!("{}/{}", rel.target_addr, rel.source) } else { rel.source.clone() },
-                    "members": match &rel.mysql {
-                        Some(m) => json!(m.members),
-                        None if rel.recursive => json!(s.members.iter().filter(|m| !m.gone).map(|m| &m.source).collect::<Vec<_>>()),
-                        None => Value::Null,
-                    },
-                    "recursive": rel.recursive,
-                    "member_status": member_rows(&s.members, t),
-                    "target": if rel.pull { rel.target_fs.clone() } else { rel.target() },
-                    "pull": rel.pull,
-                    "state": rel.state(r.is_running(&rel.name)),
-                    "lag": rel.lag(t),
-                    "lagging": rel.lagging(t),
-                    "last_success": s.last_success,
-                    "last_snapshot": s.last_snapshot,
-                    "bytes": s.last_bytes,
-                    "total_bytes": s.total_bytes,
-                    "rate": s.last_rate,
-                    "cycles": s.cycles,
-                    "schedule": rel.schedule,
-                    "keep": rel.keep,
-                    "bwlimit": rel.bwlimit,
-                    "last_error": s.last_error,
-                    "last_message": s.last_message,
-                })
+                let role = if rel.pull { "pull" } else { "push" };
+                list_row(rel, role, r.is_running(&rel.name), t)
             })
             .collect();
+        rows.extend(served);
         Ok(json!(rows))
     }
 
@@ -635,7 +652,10 @@ impl Daemon {
         let r = &self.replication;
         let lock = r.cycle_lock(name);
         let _cycle = lock.lock();
-        let rel = r.get(name)?;
+        let rel = match r.get(name) {
+            Ok(rel) => rel,
+            Err(e) => return self.forget_pulled_by(name).unwrap_or(Err(e)),
+        };
         // The holds of the relationship go with it (on this side; the target's
         // go when the target side is destroyed or resynced).
         let mut locals = vec![if rel.pull {
@@ -671,6 +691,50 @@ impl Daemon {
     }
 }
 
+/// One row of `list`: relationship `rel` as this side sees it; `role` is
+/// "push", "pull" or "pulled-by PEER" (a pull served here). `held` is the
+/// snapshot the relationship holds on this side.
+pub(super) fn list_row(rel: &Relationship, role: &str, running: bool, t: u64) -> Value {
+    let s = &rel.status;
+    let served = role.starts_with("pulled-by");
+    // This side's filesystem, where the relationship's hold is.
+    let here = if rel.pull {
+        &rel.target_fs
+    } else {
+        &rel.source
+    };
+    json!({
+        "name": rel.name,
+        "role": role,
+        "source": if rel.pull { format!("{}/{}", rel.target_addr, rel.source) } else { rel.source.clone() },
+        "members": match &rel.mysql {
+            Some(m) => json!(m.members),
+            None if rel.recursive => json!(s.members.iter().filter(|m| !m.gone).map(|m| &m.source).collect::<Vec<_>>()),
+            None => Value::Null,
+        },
+        "recursive": rel.recursive,
+        "member_status": member_rows(&s.members, t),
+        "target": if rel.pull { rel.target_fs.clone() } else { rel.target() },
+        "pull": rel.pull,
+        "state": rel.state(running),
+        "lag": rel.lag(t),
+        // A served pull's schedule is the puller's (0: it did not say).
+        "lagging": !(served && rel.schedule == 0) && rel.lagging(t),
+        "last_success": s.last_success,
+        "last_snapshot": s.last_snapshot,
+        "held": s.last_snapshot.as_ref().map(|n| format!("{here}@{n}")),
+        "bytes": s.last_bytes,
+        "total_bytes": s.total_bytes,
+        "rate": s.last_rate,
+        "cycles": s.cycles,
+        "schedule": rel.schedule,
+        "keep": rel.keep,
+        "bwlimit": rel.bwlimit,
+        "last_error": s.last_error,
+        "last_message": s.last_message,
+    })
+}
+
 /// The members of a recursive relationship as `list` shows them: each with
 /// its own recovery point and lag, and whether it is gone from the source.
 fn member_rows(members: &[MemberStatus], now: u64) -> Value {
@@ -686,6 +750,25 @@ fn member_rows(members: &[MemberStatus], now: u64) -> Value {
             })
         })
         .collect()
+}
+
+/// A destroy refused by a replication hold (`repl:NAME`): say what the hold
+/// is for. It is not released for the user: as zfs, a destroy never breaks a
+/// relationship's chain by itself (its next increment needs that snapshot; a
+/// member of a recursive relationship destroyed on purpose is released by
+/// hand, and the relationship then keeps its copy on the target as gone).
+pub(super) fn explain_repl_hold(msg: String) -> String {
+    const HELD: &str = "held by repl:";
+    let Some(i) = msg.find(HELD) else {
+        return msg;
+    };
+    let name: String = msg[i + HELD.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || "_-.".contains(*c))
+        .collect();
+    format!(
+        "{msg} (repl:{name} is replication relationship '{name}''s newest snapshot in common with its target, held so its next increment works; released, the target keeps its copy)"
+    )
 }
 
 /// The hold tag of a relationship's newest common snapshot.

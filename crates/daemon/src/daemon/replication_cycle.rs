@@ -34,7 +34,7 @@ use cachalot_datasets::resume::ResumeToken;
 use cachalot_datasets::{Store, StoreError, StreamStats};
 use cachalot_replication::link::Link;
 use cachalot_replication::pair;
-use cachalot_replication::relationship::{snapshot_prefix, Relationship};
+use cachalot_replication::relationship::{snapshot_prefix, Relationship, Status};
 use cachalot_replication::tls::TlsStream;
 use serde_json::{json, Value};
 use std::io::Write;
@@ -47,6 +47,23 @@ pub(super) struct Report {
     pub(super) bytes: u64,
     pub(super) secs: f64,
     pub(super) messages: Vec<String>,
+}
+
+impl Report {
+    /// Record this completed cycle of relationship `name`, started at
+    /// `started` (unix seconds), in `s`.
+    pub(super) fn record(&self, name: &str, s: &mut Status, started: u64) {
+        let snap_time = super::replication_serve::snapshot_time(name, &self.snapshot);
+        s.last_success = Some(now());
+        s.last_snapshot = Some(self.snapshot.clone());
+        s.last_snapshot_time = snap_time.or(Some(started));
+        s.last_bytes = self.bytes;
+        s.last_rate = (self.bytes as f64 / self.secs.max(1e-3)) as u64;
+        s.total_bytes += self.bytes;
+        s.cycles += 1;
+        s.last_error = None;
+        s.last_message = (!self.messages.is_empty()).then(|| self.messages.join("; "));
+    }
 }
 
 fn short(fp: &str) -> &str {
@@ -142,19 +159,8 @@ impl Daemon {
         }
         match res {
             Ok(rep) => {
-                let rate = (rep.bytes as f64 / rep.secs.max(1e-3)) as u64;
-                let snap_time = super::replication_serve::snapshot_time(name, &rep.snapshot);
                 r.update(name, |x| {
-                    let s = &mut x.status;
-                    s.last_success = Some(now());
-                    s.last_snapshot = Some(rep.snapshot.clone());
-                    s.last_snapshot_time = snap_time.or(Some(started));
-                    s.last_bytes = rep.bytes;
-                    s.last_rate = rate;
-                    s.total_bytes += rep.bytes;
-                    s.cycles += 1;
-                    s.last_error = None;
-                    s.last_message = (!rep.messages.is_empty()).then(|| rep.messages.join("; "));
+                    rep.record(name, &mut x.status, started);
                     Ok(())
                 })?;
                 log(format!(

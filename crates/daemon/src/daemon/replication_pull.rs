@@ -10,17 +10,37 @@
 //! on the pulled filesystem. The source ends with `pull_done {report}` or
 //! `pull_done {error}`, which becomes the target's cycle status.
 //!
+//! The source keeps each pull it serves (`pulled_by.json`) with its last
+//! status: `replication list` there shows it as "pulled-by PEER" with the
+//! snapshot it holds, so the source's admin knows why that snapshot is held.
+//! `replication destroy NAME` on the source forgets it and releases the hold
+//! (the puller's next cycle then records it again).
+//!
 //! Invariants: the source serves a pull only to a paired peer (the
 //! listener's rule) and only for a name it has no push relationship of (a
-//! relationship is pulled or pushed, not both); the same name's cycles never
-//! run at once on the source (its cycle lock is held for the pull).
+//! relationship is pulled or pushed, not both); one name is pulled from one
+//! filesystem into one target by one peer key (another needs the first
+//! forgotten: its hold would be orphaned); the same name's cycles never run
+//! at once on the source (its cycle lock is held for the pull).
 
+use super::replication::{hold_tag, list_row, now};
 use super::replication_cycle::Report;
-use super::{guarded, log, se, Daemon};
+use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_replication::link::Link;
-use cachalot_replication::relationship::{self, Relationship};
+use cachalot_replication::relationship::{self, Relationship, Status};
 use cachalot_replication::retention;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+/// A pull served by this appliance as the source: the relationship as its
+/// cycles here run it (`target_addr` is the puller's host, `schedule` the
+/// one it told, 0 if it did not), and the puller's key.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(super) struct PulledBy {
+    #[serde(flatten)]
+    pub rel: Relationship,
+    pub peer_key: String,
+}
 
 /// `resync` and `reverse` of a pull relationship are not there yet: they
 /// would act on the wrong side (they drive the peer as the target).
@@ -45,6 +65,7 @@ impl Daemon {
             "target_fs": rel.target_fs,
             "keep": rel.keep,
             "bwlimit": rel.bwlimit,
+            "schedule": rel.schedule,
         }))?;
         let done =
             self.serve_requests(&mut link, &rel.target_addr, &fp, true, Some(&rel.target_fs))?;
@@ -62,10 +83,11 @@ impl Daemon {
         })
     }
 
-    /// The source's side of a pull from the paired peer at `from`: refuse
-    /// it, or drive the cycle over `link` and tell the target how it ended.
-    pub(super) fn serve_pull(&self, req: &Value, link: &mut Link, from: &str) {
-        let rel = match self.pull_request(req, from) {
+    /// The source's side of a pull from the paired peer at `from` (key
+    /// `fp`): refuse it, or drive the cycle over `link` and tell the target
+    /// how it ended; the outcome is recorded for `list`.
+    pub(super) fn serve_pull(&self, req: &Value, link: &mut Link, from: &str, fp: &str) {
+        let rel = match self.pull_request(req, from, fp) {
             Ok(rel) => rel,
             Err(e) => {
                 log(format!("replication: refused a pull from {from}: {e}"));
@@ -76,13 +98,20 @@ impl Daemon {
         let name = rel.name.clone();
         let lock = self.replication.cycle_lock(&name);
         let _cycle = lock.lock();
+        let started = now();
+        let recorded = self.record_pull(&rel, fp, |s| s.last_attempt = Some(started));
+        if let Err(e) = recorded {
+            let _ = link.error(&e);
+            return;
+        }
         if link.reply(&Value::Null).is_err() {
             return;
         }
         let mut progress = Default::default();
-        let done = match guarded("replication", || {
+        let res = guarded("replication", || {
             self.cycle(&rel, Some(link), &mut progress)
-        }) {
+        });
+        let done = match &res {
             Ok(rep) => {
                 log(format!(
                     "replication {name}: pulled by {from}: '{}@{}' ({} bytes in {:.1}s)",
@@ -100,11 +129,115 @@ impl Daemon {
                 json!({ "op": "pull_done", "error": e })
             }
         };
+        let recorded = self.record_pull(&rel, fp, |s| match &res {
+            Ok(rep) => rep.record(&name, s, started),
+            Err(e) => s.last_error = Some(format!("replication {name}: {e}")),
+        });
+        if let Err(e) = recorded {
+            log(format!("replication {name}: {e}"));
+        }
         let _ = link.request(&done);
     }
 
+    /// Store pull `rel` served to key `fp` (added, or its description
+    /// refreshed), its status changed by `f`.
+    fn record_pull(
+        &self,
+        rel: &Relationship,
+        fp: &str,
+        f: impl FnOnce(&mut Status),
+    ) -> Result<(), String> {
+        let mut list = self.replication.pulled_by.lock();
+        let mut next = list.clone();
+        let status = next
+            .get(&rel.name)
+            .map(|p| p.rel.status.clone())
+            .unwrap_or_default();
+        let entry = next.entry(rel.name.clone()).or_insert(PulledBy {
+            rel: rel.clone(),
+            peer_key: fp.to_string(),
+        });
+        entry.rel = Relationship {
+            status,
+            ..rel.clone()
+        };
+        f(&mut entry.rel.status);
+        let rows: Vec<&PulledBy> = next.values().collect();
+        self.replication
+            .store_json("pulled_by.json", &rows, "the pulls served here")?;
+        *list = next;
+        Ok(())
+    }
+
+    /// `list`'s rows of the pulls served here (only `name`'s, if given).
+    pub(super) fn pulled_by_rows(&self, name: Option<&str>, t: u64) -> Vec<Value> {
+        let r = &self.replication;
+        let list = r.pulled_by.lock().clone();
+        list.values()
+            .filter(|p| name.is_none_or(|n| n == p.rel.name))
+            .map(|p| {
+                let role = format!("pulled-by {}", p.rel.target_addr);
+                list_row(&p.rel, &role, r.is_running(&p.rel.name), t)
+            })
+            .collect()
+    }
+
+    /// `replication destroy NAME` of a pull served here (None: there is
+    /// none): release its hold on the source and forget it.
+    pub(super) fn forget_pulled_by(&self, name: &str) -> Option<OpResult> {
+        let p = self.replication.pulled_by.lock().get(name).cloned()?;
+        let fs = &p.rel.source;
+        let release = || -> Result<(), String> {
+            let store = self.ds_store(fs)?;
+            if store.dataset(fs).is_ok() {
+                self.release_holds(&store, fs, &hold_tag(name), None)?;
+            }
+            let mut list = self.replication.pulled_by.lock();
+            let mut next = list.clone();
+            next.remove(name);
+            let rows: Vec<&PulledBy> = next.values().collect();
+            self.replication
+                .store_json("pulled_by.json", &rows, "the pulls served here")?;
+            *list = next;
+            Ok(())
+        };
+        Some(release().map(|()| {
+            log(format!(
+                "replication: forgot the pull '{name}' of '{fs}' by {} (its hold released)",
+                p.rel.target_addr
+            ));
+            Value::Null
+        }))
+    }
+
+    /// A push relationship may not take the name of a pull served here.
+    pub(super) fn refuse_pulled_name(&self, name: &str) -> Result<(), String> {
+        match self.replication.pulled_by.lock().get(name) {
+            Some(p) => Err(format!(
+                "'{name}' is the name of a pull of '{}' by {} served here: a relationship is pulled or pushed, not both (`cachalot replication destroy {name}` forgets the pull)",
+                p.rel.source, p.rel.target_addr
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The cycles of a pull served here are started and managed by the
+    /// puller: `run`, `pause`... of its name here are refused with that.
+    pub(super) fn refuse_pulled_op(&self, name: &str) -> Result<(), String> {
+        if self.replication.get(name).is_ok() {
+            return Ok(());
+        }
+        match self.replication.pulled_by.lock().get(name) {
+            Some(p) => Err(format!(
+                "replication {name}: pulled by {}, which starts and manages its cycles; `cachalot replication destroy {name}` here forgets it and releases its hold",
+                p.rel.target_addr
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Check a `pull` request; the relationship the source's cycle runs.
-    fn pull_request(&self, req: &Value, from: &str) -> Result<Relationship, String> {
+    fn pull_request(&self, req: &Value, from: &str, fp: &str) -> Result<Relationship, String> {
         let name = req["name"].as_str().ok_or("request without 'name'")?;
         relationship::check_name(name)?;
         let fs = Self::fs_arg(req, "fs")?;
@@ -118,6 +251,14 @@ impl Daemon {
                 push.target()
             ));
         }
+        if let Some(p) = self.replication.pulled_by.lock().get(name) {
+            if p.rel.source != fs || p.rel.target_fs != target_fs || p.peer_key != fp {
+                return Err(format!(
+                    "this appliance serves a pull of that name already ('{}' to {}/{}): `cachalot replication destroy {name}` on the source forgets it and releases its hold",
+                    p.rel.source, p.rel.target_addr, p.rel.target_fs
+                ));
+            }
+        }
         self.ds_store(&fs)?
             .dataset(&fs)
             .map_err(|e| format!("source {}", se(e)))?;
@@ -128,7 +269,8 @@ impl Daemon {
             // its connection's port, which is not its listener's.
             target_addr: from.rsplit_once(':').map_or(from, |(h, _)| h).to_string(),
             target_fs,
-            schedule: relationship::MIN_SCHEDULE,
+            // The puller's schedule, for `list`'s lag alert (0: not told).
+            schedule: req["schedule"].as_u64().unwrap_or(0),
             keep: keep.to_string(),
             bwlimit: req["bwlimit"].as_u64().filter(|&b| b > 0),
             paused: false,

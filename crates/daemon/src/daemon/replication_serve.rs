@@ -257,7 +257,7 @@ impl Daemon {
                 }
             } else if op == "pull" {
                 if paired {
-                    self.serve_pull(&req, link, from);
+                    self.serve_pull(&req, link, from, fp);
                     return Err(ended());
                 }
             } else if op == "pair" {

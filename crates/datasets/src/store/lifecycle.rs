@@ -160,109 +160,154 @@ impl Store {
         }
         // No commit in flight: the record taken here is the one on disk.
         let _c = self.commit_lock.lock();
+        destroy_in(&mut self.state.lock(), name, recursive)
+    }
+
+    /// Put the received `tmp` (`FS%recv`, its new snapshot taken) in the
+    /// place of `fs` in one catalog change, made with no commit in flight and
+    /// none able to start until it is whole, so a commit (and a crash after
+    /// it) holds the old `fs` or the new one, never a step between: of an
+    /// increment, `tmp` takes over `fs`'s older snapshots (promote) and its
+    /// children; then the old `fs` (and, for a full stream, its descendants)
+    /// is destroyed and `tmp` renamed to `fs`. On an error nothing changed.
+    pub(crate) fn put_received_in_place(
+        &self,
+        tmp: &str,
+        fs: &str,
+        incremental: bool,
+    ) -> Result<()> {
+        let _c = self.commit_lock.lock();
         let mut st = self.state.lock();
-        let rec = st
-            .catalog
-            .by_name(name)
-            .ok_or_else(|| StoreError::NotFound(name.into()))?
-            .clone();
-        if rec.parent.is_none() {
-            return Err(StoreError::Invalid(format!(
-                "'{name}' is the pool's root dataset: use 'pool destroy'"
-            )));
-        }
-        let ids = st.catalog.subtree(rec.id);
-        if ids.len() > 1 && !recursive {
-            return Err(StoreError::Busy(format!(
-                "'{name}' has children: use -r to destroy them too"
-            )));
-        }
-        for id in ids.iter().rev() {
-            if let Some(h) = st.handles.get(id) {
-                if h.busy() {
-                    return Err(StoreError::Busy(format!(
-                        "dataset '{}' is busy (mounted or in use)",
-                        h.name()
-                    )));
-                }
+        let before = st.catalog.clone();
+        let r = (|| {
+            if incremental {
+                super::snapshots::promote_in(&mut st, tmp)?;
+                self.receive_step("promote");
+                adopt_in(&mut st, fs, tmp)?;
+                self.receive_step("adopt");
             }
-        }
-        for id in ids.iter() {
-            for s in &st.catalog.datasets[id].snapshots {
-                crate::holds::check_not_held(&st.catalog, *id, &s.name)?;
+            if st.catalog.by_name(fs).is_some() {
+                destroy_in(&mut st, fs, !incremental)?;
+                self.receive_step("destroy");
             }
-            if let Some(c) =
-                st.catalog.datasets.values().find(|d| {
-                    d.origin.as_ref().is_some_and(|(o, _)| *o == *id) && !ids.contains(&d.id)
-                })
-            {
+            rename_in(&mut st, tmp, fs)
+        })();
+        if r.is_err() {
+            // Only `destroy_in` changes more than the catalog, after its
+            // checks, and `rename_in` cannot fail after it (`fs` is gone, and
+            // `tmp`'s children are named under it): the old catalog undoes
+            // every step.
+            st.catalog = before;
+        }
+        r
+    }
+}
+
+/// Destroy dataset `name` (with `recursive`, its descendants) in `st`:
+/// refused, changing nothing, if it is the root, busy, has children (without
+/// `recursive`), held snapshots or dependent clones. The caller holds the
+/// commit lock.
+fn destroy_in(st: &mut State, name: &str, recursive: bool) -> Result<()> {
+    let rec = st
+        .catalog
+        .by_name(name)
+        .ok_or_else(|| StoreError::NotFound(name.into()))?
+        .clone();
+    if rec.parent.is_none() {
+        return Err(StoreError::Invalid(format!(
+            "'{name}' is the pool's root dataset: use 'pool destroy'"
+        )));
+    }
+    let ids = st.catalog.subtree(rec.id);
+    if ids.len() > 1 && !recursive {
+        return Err(StoreError::Busy(format!(
+            "'{name}' has children: use -r to destroy them too"
+        )));
+    }
+    for id in ids.iter().rev() {
+        if let Some(h) = st.handles.get(id) {
+            if h.busy() {
                 return Err(StoreError::Busy(format!(
-                    "'{}' has dependent clones (e.g. '{}'): destroy or promote them first",
-                    st.catalog.datasets[id].name, c.name
+                    "dataset '{}' is busy (mounted or in use)",
+                    h.name()
                 )));
             }
         }
-        for id in ids.iter().rev() {
-            let rec = st.catalog.datasets.remove(id).expect("listed dataset");
-            if let Some(h) = st.handles.remove(id) {
-                h.mark_destroyed();
-                st.pending_destroy.push((*id, h, rec));
-            }
-        }
-        st.mark_catalog_dirty();
-        Ok(())
     }
-
-    /// Make `to` the parent of `from`'s children (their names stay): an
-    /// incremental receive into a filesystem with children (a recursive
-    /// replication's parent) hands them to the received copy before the old
-    /// one goes.
-    pub(crate) fn adopt_children(&self, from: &str, to: &str) -> Result<()> {
-        let _c = self.commit_lock.lock();
-        let mut st = self.state.lock();
-        let id = |n: &str| st.catalog.by_name(n).map(|r| r.id);
-        let (Some(from_id), Some(to_id)) = (id(from), id(to)) else {
-            return Err(StoreError::NotFound(format!("{from} or {to}")));
-        };
-        let mut moved = false;
-        for d in st.catalog.datasets.values_mut() {
-            if d.parent == Some(from_id) {
-                d.parent = Some(to_id);
-                moved = true;
-            }
+    for id in ids.iter() {
+        for s in &st.catalog.datasets[id].snapshots {
+            crate::holds::check_not_held(&st.catalog, *id, &s.name)?;
         }
-        if moved {
-            st.mark_catalog_dirty();
-        }
-        Ok(())
-    }
-
-    /// Rename a dataset whose children (if any, see `adopt_children`) are
-    /// already named under `new` (receive moves `FS%recv` into place).
-    pub(crate) fn rename_leaf(&self, old: &str, new: &str) -> Result<()> {
-        let _c = self.commit_lock.lock();
-        let mut st = self.state.lock();
-        if st.catalog.by_name(new).is_some() {
-            return Err(StoreError::Exists(new.into()));
-        }
-        let id = st
+        if let Some(c) = st
             .catalog
-            .by_name(old)
-            .ok_or_else(|| StoreError::NotFound(old.into()))?
-            .id;
-        let under = format!("{new}/");
-        if st.catalog.children(id).any(|c| !c.name.starts_with(&under)) {
-            return Err(StoreError::Busy(format!("'{old}' has children")));
+            .datasets
+            .values()
+            .find(|d| d.origin.as_ref().is_some_and(|(o, _)| *o == *id) && !ids.contains(&d.id))
+        {
+            return Err(StoreError::Busy(format!(
+                "'{}' has dependent clones (e.g. '{}'): destroy or promote them first",
+                st.catalog.datasets[id].name, c.name
+            )));
         }
-        st.catalog.datasets.get_mut(&id).unwrap().name = new.to_string();
-        if let Some(h) = st.handles.get(&id) {
-            h.set_name(new);
-        }
-        st.mark_catalog_dirty();
-        refresh_props(&st);
-        Ok(())
     }
+    for id in ids.iter().rev() {
+        let rec = st.catalog.datasets.remove(id).expect("listed dataset");
+        if let Some(h) = st.handles.remove(id) {
+            h.mark_destroyed();
+            st.pending_destroy.push((*id, h, rec));
+        }
+    }
+    st.mark_catalog_dirty();
+    Ok(())
+}
 
+/// Make `to` the parent of `from`'s children (their names stay): an
+/// incremental receive into a filesystem with children (a recursive
+/// replication's parent) hands them to the received copy before the old
+/// one goes.
+fn adopt_in(st: &mut State, from: &str, to: &str) -> Result<()> {
+    let id = |n: &str| st.catalog.by_name(n).map(|r| r.id);
+    let (Some(from_id), Some(to_id)) = (id(from), id(to)) else {
+        return Err(StoreError::NotFound(format!("{from} or {to}")));
+    };
+    let mut moved = false;
+    for d in st.catalog.datasets.values_mut() {
+        if d.parent == Some(from_id) {
+            d.parent = Some(to_id);
+            moved = true;
+        }
+    }
+    if moved {
+        st.mark_catalog_dirty();
+    }
+    Ok(())
+}
+
+/// Rename a dataset whose children (if any, see `adopt_in`) are already
+/// named under `new` (receive moves `FS%recv` into place).
+fn rename_in(st: &mut State, old: &str, new: &str) -> Result<()> {
+    if st.catalog.by_name(new).is_some() {
+        return Err(StoreError::Exists(new.into()));
+    }
+    let id = st
+        .catalog
+        .by_name(old)
+        .ok_or_else(|| StoreError::NotFound(old.into()))?
+        .id;
+    let under = format!("{new}/");
+    if st.catalog.children(id).any(|c| !c.name.starts_with(&under)) {
+        return Err(StoreError::Busy(format!("'{old}' has children")));
+    }
+    st.catalog.datasets.get_mut(&id).unwrap().name = new.to_string();
+    if let Some(h) = st.handles.get(&id) {
+        h.set_name(new);
+    }
+    st.mark_catalog_dirty();
+    refresh_props(st);
+    Ok(())
+}
+
+impl Store {
     pub fn list(&self, root: Option<&str>, recursive: bool) -> Result<Vec<DatasetInfo>> {
         self.check_live()?;
         let st = self.state.lock();

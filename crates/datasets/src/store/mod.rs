@@ -177,7 +177,13 @@ pub struct Store {
     pub(crate) scrub: Arc<Mutex<ScrubStatus>>,
     /// Test hook: the next commit panics (`Store::inject_commit_panic`).
     panic_next_commit: AtomicBool,
+    /// Test hook: called between the catalog steps that put a received
+    /// dataset in place (`Store::set_receive_step_hook`).
+    receive_step_hook: Mutex<Option<ReceiveStepHook>>,
 }
+
+/// See `Store::set_receive_step_hook`.
+pub type ReceiveStepHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Store {
     /// Seconds since the epoch on the pool's clock (creation times).

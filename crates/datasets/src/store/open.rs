@@ -285,6 +285,7 @@ impl Store {
             dirty: AtomicU64::new(0),
             scrub: Arc::new(Mutex::new(ScrubStatus::default())),
             panic_next_commit: AtomicBool::new(false),
+            receive_step_hook: Mutex::new(None),
         });
         for rec in catalog.datasets.values() {
             let props = resolve_objset_props(&catalog, rec.id);

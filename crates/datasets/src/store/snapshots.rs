@@ -270,61 +270,7 @@ impl Store {
     pub fn promote(&self, clone: &str) -> Result<()> {
         self.check_live()?;
         let _c = self.commit_lock.lock();
-        let mut st = self.state.lock();
-        let cid = st
-            .catalog
-            .by_name(clone)
-            .ok_or_else(|| StoreError::NotFound(clone.into()))?
-            .id;
-        let Some((oid, sname)) = st.catalog.datasets[&cid].origin.clone() else {
-            return Err(StoreError::Invalid(format!("'{clone}' is not a clone")));
-        };
-        let origin = st.catalog.datasets[&oid].clone();
-        let idx = origin
-            .snapshots
-            .iter()
-            .position(|s| s.name == sname)
-            .ok_or_else(|| {
-                StoreError::Invalid(format!("origin snapshot of '{clone}' is missing"))
-            })?;
-        let moving: Vec<String> = origin.snapshots[..=idx]
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
-        let own: Vec<String> = st.catalog.datasets[&cid]
-            .snapshots
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
-        if let Some(dup) = moving.iter().find(|m| own.contains(m)) {
-            return Err(StoreError::Exists(format!("{clone}@{dup}")));
-        }
-        let moved: Vec<_> = origin.snapshots[..=idx].to_vec();
-        let cat = &mut st.catalog;
-        {
-            let o = cat.datasets.get_mut(&oid).unwrap();
-            o.snapshots.drain(..=idx);
-            o.origin = Some((cid, sname.clone()));
-            o.origin_txg = moved[idx].txg;
-        }
-        {
-            let c = cat.datasets.get_mut(&cid).unwrap();
-            let mut snaps = moved;
-            snaps.append(&mut c.snapshots);
-            c.snapshots = snaps;
-            c.origin = origin.origin.clone();
-            c.origin_txg = origin.origin_txg;
-        }
-        // Other clones of the moved snapshots now depend on the promoted dataset.
-        for d in cat.datasets.values_mut() {
-            if let Some((o, n)) = &d.origin {
-                if *o == oid && moving.contains(n) && d.id != oid {
-                    d.origin = Some((cid, n.clone()));
-                }
-            }
-        }
-        st.mark_catalog_dirty();
-        Ok(())
+        promote_in(&mut self.state.lock(), clone)
     }
 
     /// The catalog record of snapshot `full`, with its dataset's volume block size.
@@ -516,4 +462,62 @@ impl Store {
             self.me.clone(),
         )))
     }
+}
+
+/// `Store::promote` in `st`, the commit lock held by the caller; refused,
+/// changing nothing, if `clone` is not a clone or has snapshots of the names
+/// it would take over.
+pub(super) fn promote_in(st: &mut State, clone: &str) -> Result<()> {
+    let cid = st
+        .catalog
+        .by_name(clone)
+        .ok_or_else(|| StoreError::NotFound(clone.into()))?
+        .id;
+    let Some((oid, sname)) = st.catalog.datasets[&cid].origin.clone() else {
+        return Err(StoreError::Invalid(format!("'{clone}' is not a clone")));
+    };
+    let origin = st.catalog.datasets[&oid].clone();
+    let idx = origin
+        .snapshots
+        .iter()
+        .position(|s| s.name == sname)
+        .ok_or_else(|| StoreError::Invalid(format!("origin snapshot of '{clone}' is missing")))?;
+    let moving: Vec<String> = origin.snapshots[..=idx]
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    let own: Vec<String> = st.catalog.datasets[&cid]
+        .snapshots
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    if let Some(dup) = moving.iter().find(|m| own.contains(m)) {
+        return Err(StoreError::Exists(format!("{clone}@{dup}")));
+    }
+    let moved: Vec<_> = origin.snapshots[..=idx].to_vec();
+    let cat = &mut st.catalog;
+    {
+        let o = cat.datasets.get_mut(&oid).unwrap();
+        o.snapshots.drain(..=idx);
+        o.origin = Some((cid, sname.clone()));
+        o.origin_txg = moved[idx].txg;
+    }
+    {
+        let c = cat.datasets.get_mut(&cid).unwrap();
+        let mut snaps = moved;
+        snaps.append(&mut c.snapshots);
+        c.snapshots = snaps;
+        c.origin = origin.origin.clone();
+        c.origin_txg = origin.origin_txg;
+    }
+    // Other clones of the moved snapshots now depend on the promoted dataset.
+    for d in cat.datasets.values_mut() {
+        if let Some((o, n)) = &d.origin {
+            if *o == oid && moving.contains(n) && d.id != oid {
+                d.origin = Some((cid, n.clone()));
+            }
+        }
+    }
+    st.mark_catalog_dirty();
+    Ok(())
 }

@@ -144,6 +144,22 @@ impl Store {
         self.panic_next_commit.store(true, Ordering::Relaxed);
     }
 
+    /// Test hook (crash tests of receive): `hook(step)` is called after each
+    /// step that puts a received dataset in place ("snapshot", "promote",
+    /// "adopt", "destroy"), where the sync thread could start a commit. It
+    /// must not call this store on its own thread.
+    #[doc(hidden)]
+    pub fn set_receive_step_hook(&self, hook: Option<ReceiveStepHook>) {
+        *self.receive_step_hook.lock() = hook;
+    }
+
+    pub(crate) fn receive_step(&self, step: &str) {
+        let hook = self.receive_step_hook.lock().clone();
+        if let Some(h) = hook {
+            h(step);
+        }
+    }
+
     /// Manual txg trigger (`Env::txg`): do what the sync thread would do now, on
     /// the pool's clock: commit when asked, when dirty data passed 60% of
     /// `dirty_max`, or when `txg_timeout` passed since the last commit. Returns
