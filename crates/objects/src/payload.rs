@@ -96,7 +96,9 @@ impl Payload<'static> {
         let mut pieces = Vec::with_capacity(len / piece as usize + 2);
         let (mut pos, end) = (off, off + len as u64);
         while pos < end {
-            let n = ((pos / piece + 1) * piece).min(end) - pos;
+            // To the next multiple of `piece`, computed without forming that
+            // multiple: in the last block below u64::MAX it does not exist.
+            let n = (piece - pos % piece).min(end - pos);
             let mut buf = zeroed(n as usize);
             r.read_exact(Arc::get_mut(&mut buf).expect("a new buffer is unique"))?;
             pieces.push(buf);
@@ -196,6 +198,20 @@ mod tests {
         let b = Payload::from(&data[..]);
         assert!(b.whole(0, data.len()).is_none());
         assert_eq!(&b.shared(5, 10)[..], &data[5..15]);
+    }
+
+    #[test]
+    fn a_write_in_the_last_block_below_u64_max_reads_only_its_bytes() {
+        // A request refused for its offset still has its payload read: no
+        // overflow (a panic with overflow checks, a wrap that read the next
+        // requests as payload without them), and not a byte more than `len`.
+        let data: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        for off in [u64::MAX - 4095, u64::MAX - 200, u64::MAX - 99] {
+            let mut r = &data[..];
+            let p = Payload::read_from(&mut r, off, 100, 4096).unwrap();
+            assert_eq!(p.to_vec(), data[..100], "offset {off}");
+            assert_eq!(r.len(), 200, "offset {off}: the rest is not consumed");
+        }
     }
 
     #[test]
