@@ -580,7 +580,7 @@ impl Store {
         let _ = self.sync_volsize(&tmp)?;
         self.snapshot_with_guid(&[format!("{tmp}@{snap_name}")], Some(begin.guid))?;
         self.receive_step("snapshot");
-        self.put_received_in_place(&tmp, fs, begin.from_guid != 0)?;
+        self.put_received_in_place(&tmp, fs, begin.from_guid != 0, exists)?;
         self.sync()?;
         Ok(ReceiveOutcome {
             snapshot: format!("{fs}@{snap_name}"),

@@ -179,3 +179,51 @@ fn power_cut_at_each_step_of_putting_a_received_increment_in_place() {
         }
     }
 }
+
+/// A full receive into a name that did not exist when it started does not
+/// destroy a dataset someone created under that name while the stream ran:
+/// the receive is refused at the end and that dataset keeps its data.
+#[test]
+fn a_full_receive_never_destroys_a_dataset_created_while_it_ran() {
+    let (full, _, _, _, _) = source();
+    let dev = SimDevice::new("t", 64 << 20);
+    let store = Store::create_on_devices(
+        "tank",
+        vec![Arc::new(dev.clone()) as Arc<dyn BlockDevice>],
+        false,
+        manual_opts(),
+    )
+    .unwrap();
+    let weak = Arc::downgrade(&store);
+    let made = Arc::new(Mutex::new(None));
+    let m2 = made.clone();
+    store.set_receive_step_hook(Some(Arc::new(move |s: &str| {
+        if s != "snapshot" || m2.lock().is_some() {
+            return;
+        }
+        let st = weak.upgrade().expect("store alive");
+        // Another caller, on its own thread (the hook may not call the store).
+        let obj = std::thread::spawn(move || {
+            st.create_dataset("tank/dst", DatasetKind::Filesystem, None, &[], false)
+                .unwrap();
+            let ds = st.dataset("tank/dst").unwrap();
+            let obj = ds.create_object().unwrap();
+            ds.write(obj, 0, b"made while the stream ran").unwrap();
+            obj
+        })
+        .join()
+        .unwrap();
+        *m2.lock() = Some(obj);
+    })));
+    let res = recv(&store, &full);
+    store.set_receive_step_hook(None);
+    let obj = made.lock().expect("the hook ran");
+    assert!(
+        res.is_err(),
+        "the receive replaced a dataset it was not given: {res:?}"
+    );
+    assert_eq!(
+        read_all(&store, "tank/dst", obj),
+        b"made while the stream ran"
+    );
+}

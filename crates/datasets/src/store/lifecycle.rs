@@ -170,11 +170,17 @@ impl Store {
     /// increment, `tmp` takes over `fs`'s older snapshots (promote) and its
     /// children; then the old `fs` (and, for a full stream, its descendants)
     /// is destroyed and `tmp` renamed to `fs`. On an error nothing changed.
+    ///
+    /// A full stream replaces `fs` only if `replace` (it existed when the
+    /// receive started, and -F allowed replacing it): a dataset of that name
+    /// created while the stream ran is someone else's, and the rename is then
+    /// refused rather than that dataset destroyed.
     pub(crate) fn put_received_in_place(
         &self,
         tmp: &str,
         fs: &str,
         incremental: bool,
+        replace: bool,
     ) -> Result<()> {
         let _c = self.commit_lock.lock();
         let mut st = self.state.lock();
@@ -186,7 +192,7 @@ impl Store {
                 adopt_in(&mut st, fs, tmp)?;
                 self.receive_step("adopt");
             }
-            if st.catalog.by_name(fs).is_some() {
+            if (incremental || replace) && st.catalog.by_name(fs).is_some() {
                 destroy_in(&mut st, fs, !incremental)?;
                 self.receive_step("destroy");
             }
