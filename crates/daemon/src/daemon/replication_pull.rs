@@ -42,6 +42,21 @@ pub(super) struct PulledBy {
     pub peer_key: String,
 }
 
+impl PulledBy {
+    /// A pull of `name` served here is one relationship: refused if this
+    /// request comes from another filesystem, into another target or with
+    /// another peer's key.
+    fn check_same(&self, name: &str, fs: &str, target_fs: &str, fp: &str) -> Result<(), String> {
+        if self.rel.source != fs || self.rel.target_fs != target_fs || self.peer_key != fp {
+            return Err(format!(
+                "this appliance serves a pull of that name already ('{}' to {}/{}): `cachalot replication destroy {name}` on the source forgets it and releases its hold",
+                self.rel.source, self.rel.target_addr, self.rel.target_fs
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `resync` and `reverse` of a pull relationship are not there yet: they
 /// would act on the wrong side (they drive the peer as the target).
 pub(super) fn refuse_pull(rel: &Relationship, what: &str) -> Result<(), String> {
@@ -148,6 +163,12 @@ impl Daemon {
         f: impl FnOnce(&mut Status),
     ) -> Result<(), String> {
         let mut list = self.replication.pulled_by.lock();
+        // Checked again under the lock: two first pulls of one name from
+        // different peers both pass `pull_request`'s check before either is
+        // recorded, and the second must not take over the first's entry.
+        if let Some(p) = list.get(&rel.name) {
+            p.check_same(&rel.name, &rel.source, &rel.target_fs, fp)?;
+        }
         let mut next = list.clone();
         let status = next
             .get(&rel.name)
@@ -252,12 +273,7 @@ impl Daemon {
             ));
         }
         if let Some(p) = self.replication.pulled_by.lock().get(name) {
-            if p.rel.source != fs || p.rel.target_fs != target_fs || p.peer_key != fp {
-                return Err(format!(
-                    "this appliance serves a pull of that name already ('{}' to {}/{}): `cachalot replication destroy {name}` on the source forgets it and releases its hold",
-                    p.rel.source, p.rel.target_addr, p.rel.target_fs
-                ));
-            }
+            p.check_same(name, &fs, &target_fs, fp)?;
         }
         self.ds_store(&fs)?
             .dataset(&fs)
