@@ -183,6 +183,7 @@ impl Pool {
             config_txg: 1,
             vdevs: vec![],
             resilver_from: None,
+            resilver_walk: 0,
             spares: vec![],
             cache: vec![],
         };

@@ -107,6 +107,11 @@ pub struct PoolConfig {
     /// Where an interrupted resilver continues (absent when none runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resilver_from: Option<ScanPos>,
+    /// The `RESILVER_WALK` that saved `resilver_from`. A position saved by a
+    /// walk that listed fewer blocks (absent: 0) does not say that the blocks
+    /// before it are rebuilt, so the resilver starts again from the first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resilver_walk: u64,
     /// Hot spares not in use (see `spares`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spares: Vec<LeafConfig>,
@@ -115,6 +120,12 @@ pub struct PoolConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache: Vec<LeafConfig>,
 }
+
+/// Which blocks a resilver's walk lists, stored with each saved position:
+/// 0 (absent), the datasets' heads only; 1, snapshots' blocks too. Raised
+/// whenever the walk comes to list blocks it did not, since such blocks may lie
+/// before an older saved position without having been rebuilt.
+pub const RESILVER_WALK: u64 = 1;
 
 /// A position in a resilver's scan, which visits blocks in the order of their
 /// first DVA `(vdev, offset)`: every block before it has been rebuilt on the
@@ -126,6 +137,14 @@ pub struct ScanPos {
 }
 
 impl PoolConfig {
+    /// Where an interrupted resilver continues: the saved position, if the
+    /// walk that saved it listed every block today's lists (else none: from
+    /// the first block again).
+    pub fn resilver_resume(&self) -> Option<ScanPos> {
+        self.resilver_from
+            .filter(|_| self.resilver_walk >= RESILVER_WALK)
+    }
+
     /// The `config_txg` of a change made while txg `next_txg` is open: that
     /// txg, or one past the current one if that is newer (the end of a
     /// resilver records itself one past the last commit, which may be the
@@ -273,6 +292,7 @@ mod tests {
                     vdev: 0,
                     offset: 1 << 20,
                 }),
+                resilver_walk: RESILVER_WALK,
                 spares: vec![],
                 cache: vec![],
             },
@@ -282,6 +302,15 @@ mod tests {
         let enc = encode_header(&h);
         let d = decode_header(&enc).unwrap();
         assert_eq!(d.config, h.config);
+        assert_eq!(d.config.resilver_resume(), h.config.resilver_from);
+        // A position an older walk saved (no `resilver_walk` in its label)
+        // is not resumed from: that walk skipped snapshots' blocks.
+        let mut old = h.config.clone();
+        old.resilver_walk = 0;
+        let old_json = String::from_utf8(serde_json::to_vec(&old).unwrap()).unwrap();
+        assert!(!old_json.contains("resilver_walk"), "{old_json}");
+        let old: PoolConfig = serde_json::from_str(&old_json).unwrap();
+        assert_eq!(old.resilver_resume(), None);
         let mut bad = enc.clone();
         bad[60] ^= 1;
         assert!(decode_header(&bad).is_none());

@@ -20,7 +20,7 @@
 use crate::commit::{read_label, write_labels};
 use crate::device::BlockDevice;
 use crate::error::{PoolError, Result};
-use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind};
+use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind, RESILVER_WALK};
 use crate::pool::{top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{open_for_create, CreateOpts};
@@ -260,7 +260,7 @@ impl Pool {
         if !self.resilver_pending() {
             return None;
         }
-        self.config.read().resilver_from
+        self.config.read().resilver_resume()
     }
 
     /// Record that every block before `pos` (in the resilver's order) is
@@ -273,6 +273,7 @@ impl Pool {
         }
         let mut w = self.config.write();
         w.resilver_from = Some(pos);
+        w.resilver_walk = RESILVER_WALK;
         // Held (read) while the labels are written: a concurrent configuration
         // change waits, so it is never overwritten by this older copy.
         let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
