@@ -72,16 +72,21 @@ fn read_all(store: &Store, fs: &str, obj: u64) -> Vec<u8> {
         .unwrap()
 }
 
-/// The target after the first cycle: `tank/dst` = `@a` (held by the
-/// relationship), with a child `tank/dst/c` holding `CHILD` in object `obj`.
-fn target(dev: &SimDevice, full: &[u8]) -> (Arc<Store>, u64) {
-    let store = Store::create_on_devices(
+/// Pool `tank` on `dev`, with nothing received yet.
+fn empty_pool(dev: &SimDevice) -> Arc<Store> {
+    Store::create_on_devices(
         "tank",
         vec![Arc::new(dev.clone()) as Arc<dyn BlockDevice>],
         false,
         manual_opts(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// The target after the first cycle: `tank/dst` = `@a` (held by the
+/// relationship), with a child `tank/dst/c` holding `CHILD` in object `obj`.
+fn target(dev: &SimDevice, full: &[u8]) -> (Arc<Store>, u64) {
+    let store = empty_pool(dev);
     recv(&store, full).unwrap();
     store.hold("tank/dst@a", "repl:r").unwrap();
     store
@@ -186,14 +191,7 @@ fn power_cut_at_each_step_of_putting_a_received_increment_in_place() {
 #[test]
 fn a_full_receive_never_destroys_a_dataset_created_while_it_ran() {
     let (full, _, _, _, _) = source();
-    let dev = SimDevice::new("t", 64 << 20);
-    let store = Store::create_on_devices(
-        "tank",
-        vec![Arc::new(dev.clone()) as Arc<dyn BlockDevice>],
-        false,
-        manual_opts(),
-    )
-    .unwrap();
+    let store = empty_pool(&SimDevice::new("t", 64 << 20));
     let weak = Arc::downgrade(&store);
     let made = Arc::new(Mutex::new(None));
     let m2 = made.clone();
