@@ -42,7 +42,12 @@
 //! while writes went on needs its missed txgs recorded, as `offline_txg` does
 //! for `pool offline`. Seed 2012 (1000 steps) fails at step 370 after a
 //! power cut (tank/a holds a state never acknowledged: the allowed sizes,
-//! other bytes): not yet diagnosed. Of the same run (`--seed 2000 --seeds
+//! other bytes): reads of two devices of a raidz1 of 5 are scrambled (one
+//! more than it survives), the export fails, and the import falls back to
+//! the uberblock before the last commit without a word (`Pool::import` tries
+//! older uberblocks when the newest one's tree does not read). Such a rewind
+//! drops acknowledged changes: the import should refuse it or report it, and
+//! the model then accept a reported rewind. Of the same run (`--seed 2000 --seeds
 //! 200 --steps 1000`, 34 seeds), 2006, 2023, 2039 and 2040 failed too and
 //! pass since the fixes of that session.
 
