@@ -65,18 +65,7 @@ fn full_resilver_writes_only_allocated_columns_in_order() {
         })
         .collect();
     let store = Store::create_on_group("tank", recorded, VdevKind::Raidz1, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/d",
-            cachalot_datasets::DatasetKind::Filesystem,
-            None,
-            &[
-                ("compression".into(), "off".into()),
-                ("recordsize".into(), "16K".into()),
-            ],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs_with(&store, "tank/d", &[("recordsize", "16K")]);
     let ds = store.dataset("tank/d").unwrap();
     let id = ds.create_object().unwrap();
     ds.write(id, 0, &Rng(5).bytes(DATA)).unwrap();

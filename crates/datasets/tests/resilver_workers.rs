@@ -131,18 +131,7 @@ fn degraded_pool(kind: VdevKind, n: usize, ctl: &Arc<Ctl>) -> (Vec<SimDevice>, A
         .map(|i| SimDevice::on_power(&format!("d{i}"), vec![0; 64 << 20], power.clone()))
         .collect();
     let store = Store::create_on_group("tank", watched(&devs, ctl), kind, manual_opts()).unwrap();
-    store
-        .create_dataset(
-            "tank/d",
-            cachalot_datasets::DatasetKind::Filesystem,
-            None,
-            &[
-                ("compression".into(), "off".into()),
-                ("recordsize".into(), "4K".into()),
-            ],
-            false,
-        )
-        .unwrap();
+    create_uncompressed_fs_with(&store, "tank/d", &[("recordsize", "4K")]);
     store.sync().unwrap();
     store
         .change_devices(|p, next| p.offline_device("sim:d0", next))

@@ -51,12 +51,23 @@ pub fn manual_opts() -> StoreOpts {
 /// Create filesystem dataset `name` with compression off (tests that count
 /// bytes on the devices need them stored as written).
 pub fn create_uncompressed_fs(store: &Store, name: &str) {
+    create_uncompressed_fs_with(store, name, &[]);
+}
+
+/// `create_uncompressed_fs` with more properties (e.g. a recordsize that sets
+/// how many blocks a test's bytes make).
+pub fn create_uncompressed_fs_with(store: &Store, name: &str, props: &[(&str, &str)]) {
+    let props: Vec<(String, String)> = [("compression", "off")]
+        .iter()
+        .chain(props)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     store
         .create_dataset(
             name,
             cachalot_datasets::DatasetKind::Filesystem,
             None,
-            &[("compression".into(), "off".into())],
+            &props,
             false,
         )
         .unwrap();
