@@ -17,6 +17,29 @@ fn faulted(pool: &cachalot_pool::Pool) -> bool {
 }
 
 impl Sim {
+    /// Fail every `ops` I/O of the devices in slots `devs` with `kind`; the
+    /// ARC is emptied so that reads reach them.
+    pub(crate) fn fault_devices(
+        &mut self,
+        devs: &[usize],
+        ops: FaultOps,
+        kind: FaultKind,
+    ) -> R<()> {
+        let pool = self.store.pool().clone();
+        let fault = Fault {
+            ops,
+            kind,
+            rate: 100,
+        };
+        for d in devs {
+            let dev = format!("sim:{}", Layout::dev_name(*d));
+            pool.inject_fault(&dev, Some(fault))
+                .map_err(err("inject"))?;
+        }
+        self.store.cache().arc.clear();
+        Ok(())
+    }
+
     /// Make one of the layout's victim devices fail or lie for a while (or stop
     /// all faults).
     pub(crate) fn inject_fault(&mut self) -> R<()> {
@@ -75,17 +98,7 @@ impl Sim {
         // Scrambled, or failing: enough read errors fault a device (no more
         // I/O until an import), which must leave the pool importable.
         let kind = self.rng.pick(&[FaultKind::Corrupt, FaultKind::Eio]);
-        let scramble = Fault {
-            ops: FaultOps::Read,
-            kind,
-            rate: 100,
-        };
-        for d in &devs {
-            let dev = format!("sim:{}", Layout::dev_name(*d));
-            pool.inject_fault(&dev, Some(scramble))
-                .map_err(err("inject"))?;
-        }
-        self.store.cache().arc.clear();
+        self.fault_devices(&devs, FaultOps::Read, kind)?;
         if self.trace {
             eprintln!("  reads with {devs:?} scrambled");
         }

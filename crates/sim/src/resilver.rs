@@ -6,8 +6,8 @@
 //! other device the layout survives losing scrambled on read, every dataset
 //! and snapshot reads back as the model holds it.
 
-use crate::{err, Layout, Sim, R};
-use cachalot_pool::fault::{Fault, FaultKind, FaultOps};
+use crate::{Layout, Sim, R};
+use cachalot_pool::fault::{FaultKind, FaultOps};
 use cachalot_pool::{BlockDevice, CreateOpts, Replacement, SimDevice};
 use std::sync::Arc;
 
@@ -70,15 +70,7 @@ impl Sim {
     /// Make every I/O of `slot` fail and read: the reads succeed (the layout
     /// survives this device's loss) and enough errors fault the device.
     fn fail_device(&mut self, slot: usize) -> R<()> {
-        let pool = self.store.pool().clone();
-        let dev = format!("sim:{}", Layout::dev_name(slot));
-        let eio = Fault {
-            ops: FaultOps::All,
-            kind: FaultKind::Eio,
-            rate: 100,
-        };
-        pool.inject_fault(&dev, Some(eio)).map_err(err("inject"))?;
-        self.store.cache().arc.clear();
+        self.fault_devices(&[slot], FaultOps::All, FaultKind::Eio)?;
         for _ in 0..FAILING_READS {
             self.read_random(false)?;
         }
@@ -138,17 +130,7 @@ impl Sim {
         }
         let pool = self.store.pool().clone();
         pool.clear_faults();
-        let scramble = Fault {
-            ops: FaultOps::Read,
-            kind: FaultKind::Corrupt,
-            rate: 100,
-        };
-        for d in &lost {
-            let dev = format!("sim:{}", Layout::dev_name(*d));
-            pool.inject_fault(&dev, Some(scramble))
-                .map_err(err("inject"))?;
-        }
-        self.store.cache().arc.clear();
+        self.fault_devices(&lost, FaultOps::Read, FaultKind::Corrupt)?;
         self.spoil_cache();
         let ctx = format!(
             "after the resilver of {}, with {:?} scrambled",
