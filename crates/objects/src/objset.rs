@@ -147,6 +147,15 @@ impl ObjState {
             alloc: alloc::AllocDelta::default(),
         }
     }
+    /// Record `blkid` as the open or else the syncing txg holds it: `Some(None)`
+    /// a hole made there, `None` when neither has it (the tree's copy counts).
+    fn in_memory(&self, blkid: u64) -> Option<Option<&Arc<[u8]>>> {
+        [Some(&self.open), self.syncing.as_deref()]
+            .into_iter()
+            .flatten()
+            .find_map(|layer| layer.lookup(blkid))
+    }
+
     fn info(&self, id: u64) -> ObjectInfo {
         ObjectInfo {
             id,
@@ -809,11 +818,8 @@ impl ObjectSet {
         blkid: u64,
         policy: CachePolicy,
     ) -> Result<Option<Arc<[u8]>>> {
-        let layers = [Some(&st.open), st.syncing.as_deref()];
-        for layer in layers.into_iter().flatten() {
-            if let Some(hit) = layer.lookup(blkid) {
-                return Ok(hit.map(|r| resized(r, st.blksz)));
-            }
+        if let Some(hit) = st.in_memory(blkid) {
+            return Ok(hit.map(|r| resized(r, st.blksz)));
         }
         Ok(self
             .read_tree_record(&st.phys, blkid, policy)?

@@ -151,11 +151,10 @@ impl ObjectSet {
             let st = self.load(&mut inner, obj).ok()?;
             let bs = st.blksz as u64;
             let in_memory = |blk: u64| {
-                let layers = [Some(&st.open), st.syncing.as_deref()];
-                let hit = layers.into_iter().flatten().find_map(|l| l.lookup(blk));
                 // Within the object's size only: bytes past it read as zeros.
                 let inside = (blk + 1) * bs <= st.size;
-                hit.flatten()
+                st.in_memory(blk)
+                    .flatten()
                     .filter(|r| inside && r.len() as u64 == bs)
                     .cloned()
             };

@@ -100,10 +100,7 @@ impl ObjectSet {
             let end = (offset + len as u64).min(size);
             let bs = st.blksz as u64;
             let in_memory = |blkid: u64| -> LayerHit {
-                [Some(&st.open), st.syncing.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .find_map(|layer| layer.lookup(blkid))
+                st.in_memory(blkid)
                     .map(|hit| hit.map(|r| resized(r, st.blksz)))
             };
             let (first, last) = (offset / bs, end.div_ceil(bs));
