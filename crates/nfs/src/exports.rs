@@ -87,6 +87,22 @@ pub struct Exports {
     shared: Mutex<Option<Arc<SharedList>>>,
 }
 
+/// The filesystem datasets of `store` (partial receives, `FS%recv`, left out)
+/// with their share options; `None` if its catalog cannot be listed.
+fn filesystems(store: &Store) -> Option<Vec<(String, Option<ShareNfs>)>> {
+    let infos = store.list(None, true).ok()?;
+    Some(
+        infos
+            .into_iter()
+            .filter(|i| i.kind == DatasetKind::Filesystem && !i.name.contains('%'))
+            .map(|i| {
+                let share = share_of(store, &i.name);
+                (i.name, share)
+            })
+            .collect(),
+    )
+}
+
 /// The `sharenfs` options of dataset `name` (`None`: not shared).
 pub fn share_of(store: &Store, name: &str) -> Option<ShareNfs> {
     let rows = store
@@ -119,19 +135,12 @@ impl Exports {
 
     /// Every filesystem dataset with its share options (shared or not).
     pub fn list(&self) -> Vec<(String, Option<ShareNfs>)> {
-        let mut out = vec![];
-        for store in self.provider.stores() {
-            let Ok(infos) = store.list(None, true) else {
-                continue;
-            };
-            for i in infos {
-                if i.kind == DatasetKind::Filesystem && !i.name.contains('%') {
-                    let share = share_of(&store, &i.name);
-                    out.push((i.name, share));
-                }
-            }
-        }
-        out
+        self.provider
+            .stores()
+            .iter()
+            .filter_map(|store| filesystems(store))
+            .flatten()
+            .collect()
     }
 
     /// The shared datasets of every online pool, from a cache that is read
@@ -154,17 +163,11 @@ impl Exports {
             .collect();
         let (mut list, mut complete) = (vec![], true);
         for store in &stores {
-            let Ok(infos) = store.list(None, true) else {
+            let Some(fss) = filesystems(store) else {
                 complete = false;
                 continue;
             };
-            for i in infos {
-                if i.kind == DatasetKind::Filesystem && !i.name.contains('%') {
-                    if let Some(share) = share_of(store, &i.name) {
-                        list.push((i.name, share));
-                    }
-                }
-            }
+            list.extend(fss.into_iter().filter_map(|(n, s)| Some((n, s?))));
         }
         let fresh = Arc::new(SharedList { gens, list });
         // A pool that could not be listed is not remembered as having no shares.
