@@ -61,15 +61,18 @@ pub(crate) fn write_labels(
     Ok(())
 }
 
-/// All valid uberblocks on a device, any order.
-pub(crate) fn read_uberblocks(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Uberblock> {
-    let mut out = Vec::new();
+/// The valid uberblocks of each uberblock ring that reads (one ring per label
+/// copy), in label order: an import tells a commit cut before its final flush
+/// by a txg present in some rings of a device and absent from others.
+pub(crate) fn read_uberblock_rings(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Vec<Uberblock>> {
+    let mut rings = Vec::new();
     let ring = (UBER_SLOTS * UBER_SLOT_SIZE) as usize;
     let mut buf = vec![0u8; ring];
     for off in label_offsets(dev.size()) {
         if dev.read_at(&mut buf, off + UBER_RING_OFFSET).is_err() {
             continue;
         }
+        let mut out = Vec::new();
         for slot in 0..UBER_SLOTS as usize {
             let s = slot * UBER_SLOT_SIZE as usize;
             if let Some(ub) = Uberblock::decode(&buf[s..s + UBER_SIZE]) {
@@ -78,8 +81,9 @@ pub(crate) fn read_uberblocks(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Uber
                 }
             }
         }
+        rings.push(out);
     }
-    out
+    rings
 }
 
 impl Pool {

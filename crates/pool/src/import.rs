@@ -2,13 +2,30 @@
 //! its newest uberblock whose tree and space maps read back.
 //!
 //! Invariants: creation checks every device before writing any label; import
-//! picks devices by the leaf guids of their labels (paths may have changed), uses
-//! the newest configuration among the labels, and falls back to older uberblocks
-//! when the newest one's tree is damaged.
+//! picks devices by the leaf guids of their labels (paths may have changed) and
+//! uses the newest configuration among the labels.
+//!
+//! Import never drops a committed txg without being asked (as zfs, `import -F`):
+//! - A commit flushes its tree before it writes its uberblock (`commit`), so a
+//!   valid uberblock whose tree does not read means damage (beyond redundancy,
+//!   or a device that lied about a flush), not a torn write.
+//! - A commit writes its uberblock into every ring (one per label copy) of every
+//!   device and only then flushes: a commit whose final flush returned (the one
+//!   a caller may have been told about) left its txg in every ring of each
+//!   device that took it. A txg present in some rings of a device and absent
+//!   from (or torn in) another readable ring of the same device is a commit cut
+//!   before its final flush: never acknowledged. Only such an uberblock may be
+//!   skipped silently when its tree does not read.
+//! - Any other uberblock whose tree does not read stops a normal import with an
+//!   error naming the txg, the read error and the devices' error counts.
+//!   `Rewind::Allow` goes back to the newest older uberblock whose tree reads
+//!   and says so in `pool status` (a notice naming the txgs dropped). The
+//!   previous txg's tree stays intact for this: frees of txg T become
+//!   allocatable only once T+1 has committed.
 
 use crate::allocator::{SpaceState, USABLE_CLASSES};
 use crate::blkptr::BlkPtr;
-use crate::commit::{now_ns, read_label, read_uberblocks, write_labels};
+use crate::commit::{now_ns, read_label, read_uberblock_rings, write_labels};
 use crate::device::{BlockDevice, FileDevice};
 use crate::error::{PoolError, Result};
 use crate::label::*;
@@ -318,8 +335,15 @@ impl Pool {
     }
 
     /// Import a pool from real devices. Devices are looked up by the label guids, so
-    /// files may have moved. Returns the pool opened at its newest valid uberblock.
+    /// files may have moved. Returns the pool opened at its newest valid uberblock;
+    /// refuses when that uberblock's tree does not read (see `import_with`).
     pub fn import(paths: &[PathBuf], name: Option<&str>) -> Result<Pool> {
+        Pool::import_with(paths, name, Rewind::Refuse)
+    }
+
+    /// `import`, saying what to do when the newest committed uberblock's tree
+    /// does not read: refuse, or rewind to an older txg (`pool import -F`).
+    pub fn import_with(paths: &[PathBuf], name: Option<&str>, rewind: Rewind) -> Result<Pool> {
         let pools = Pool::discover(paths);
         let cand: Vec<&Importable> = pools
             .iter()
@@ -351,11 +375,16 @@ impl Pool {
                 devs.push((h.leaf_guid, Arc::new(d), p.clone()));
             }
         }
-        Pool::open_devices(imp.config.clone(), devs)
+        Pool::open_devices(imp.config.clone(), devs, rewind)
     }
 
     /// Open a pool from already-opened devices (also used by crash tests).
     pub fn import_devices(devices: Vec<Arc<dyn BlockDevice>>) -> Result<Pool> {
+        Pool::import_devices_with(devices, Rewind::Refuse)
+    }
+
+    /// `import_devices` with the choice of `import_with`.
+    pub fn import_devices_with(devices: Vec<Arc<dyn BlockDevice>>, rewind: Rewind) -> Result<Pool> {
         let mut best: Option<LabelHeader> = None;
         let mut devs = Vec::new();
         for d in devices {
@@ -373,12 +402,13 @@ impl Pool {
         let Some(best) = best else {
             return Err(PoolError::Import("no devices given".into()));
         };
-        Pool::open_devices(best.config, devs)
+        Pool::open_devices(best.config, devs, rewind)
     }
 
     fn open_devices(
         config: PoolConfig,
         devs: Vec<(u64, Arc<dyn BlockDevice>, PathBuf)>,
+        rewind: Rewind,
     ) -> Result<Pool> {
         let mut tops = Vec::new();
         let mut notices = Vec::new();
@@ -434,12 +464,14 @@ impl Pool {
                 ashift: config.ashift,
             }));
         }
-        let mut ubs: Vec<Uberblock> = tops
+        // Per device, the uberblocks of each ring that reads.
+        let rings: Vec<Vec<Vec<Uberblock>>> = tops
             .iter()
             .flat_map(|t| t.leaves.iter())
             .filter_map(|l| l.dev.as_ref())
-            .flat_map(|d| read_uberblocks(d.as_ref(), config.guid))
+            .map(|d| read_uberblock_rings(d.as_ref(), config.guid))
             .collect();
+        let mut ubs: Vec<Uberblock> = rings.iter().flatten().flatten().copied().collect();
         ubs.sort_by_key(|u| std::cmp::Reverse(u.txg));
         ubs.dedup_by_key(|u| u.txg);
         if ubs.is_empty() {
@@ -452,30 +484,100 @@ impl Pool {
         let pool = Pool::assemble(config, tops, SpaceState::new(std::iter::empty()), ubs[0]);
         *pool.cache.write() = cache;
         pool.notices.lock().extend(notices);
+        pool.open_at_uberblock(ubs, &rings, rewind)?;
+        Ok(pool)
+    }
+
+    /// Take the newest uberblock whose root and space maps read back with good
+    /// checksums; skip a newer one only if its commit never finished
+    /// (`torn_commit`) or `rewind` allows it (module comment).
+    fn open_at_uberblock(
+        &self,
+        ubs: Vec<Uberblock>,
+        rings: &[Vec<Vec<Uberblock>>],
+        rewind: Rewind,
+    ) -> Result<()> {
+        // Txgs whose tree did not read though their commit finished.
+        let mut dropped: Vec<(u64, PoolError)> = Vec::new();
         let mut last_err = None;
-        // Newest valid uberblock whose root and space maps read back with good checksums.
         for ub in ubs {
-            match pool.load_space(&ub).and_then(|s| {
+            let loaded = self.load_space(&ub).and_then(|s| {
                 if !ub.mos.is_hole() {
-                    pool.read_block(&ub.mos)?;
+                    self.read_block(&ub.mos)?;
                 }
                 Ok(s)
-            }) {
+            });
+            match loaded {
                 Ok(space) => {
-                    *pool.space.lock() = space;
-                    *pool.last_ub.lock() = ub;
-                    pool.refresh_usable();
-                    return Ok(pool);
+                    *self.space.lock() = space;
+                    *self.last_ub.lock() = ub;
+                    self.refresh_usable();
+                    if let Some((newest, e)) = dropped.first() {
+                        self.add_notice(format!(
+                            "import rewound to txg {}: the tree of txg {newest} did not read ({e}); changes committed after txg {} are lost",
+                            ub.txg, ub.txg
+                        ));
+                    }
+                    return Ok(());
                 }
-                Err(e) => last_err = Some(e),
+                Err(e) if torn_commit(rings, ub.txg) => last_err = Some(e),
+                Err(e) if rewind == Rewind::Allow => dropped.push((ub.txg, e)),
+                Err(e) => {
+                    return Err(PoolError::Import(format!(
+                        "pool '{}': the tree of txg {}, its newest committed uberblock, does not read: {e}{}; a rewind to an older txg would drop committed changes: import with -F to rewind",
+                        self.name(),
+                        ub.txg,
+                        self.device_errors()
+                    )))
+                }
             }
         }
+        let e = dropped.pop().map(|(_, e)| e).or(last_err);
         Err(PoolError::Import(format!(
-            "pool '{}': no uberblock with a readable tree: {}",
-            pool.name(),
-            last_err.map(|e| e.to_string()).unwrap_or_default()
+            "pool '{}': no uberblock with a readable tree: {}{}",
+            self.name(),
+            e.map(|e| e.to_string()).unwrap_or_default(),
+            self.device_errors()
         )))
     }
+
+    /// The devices with read or checksum errors so far, for an import's error.
+    fn device_errors(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let rows: Vec<String> = self
+            .vdevs
+            .read()
+            .iter()
+            .flat_map(|t| t.leaves.iter())
+            .filter_map(|l| {
+                let (r, c) = (l.errors.read.load(Relaxed), l.errors.cksum.load(Relaxed));
+                (r + c > 0).then(|| format!("{}: {r} read, {c} checksum", l.path.display()))
+            })
+            .collect();
+        if rows.is_empty() {
+            String::new()
+        } else {
+            format!(" (device errors: {})", rows.join("; "))
+        }
+    }
+}
+
+/// What an import does when the newest committed uberblock's tree does not
+/// read: refuse (the default), or go back to an older txg (`pool import -F`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rewind {
+    #[default]
+    Refuse,
+    Allow,
+}
+
+/// The commit of `txg` was cut before its final flush: some device holds it in
+/// one of its uberblock rings and not in another that reads (module comment).
+fn torn_commit(rings: &[Vec<Vec<Uberblock>>], txg: u64) -> bool {
+    rings.iter().any(|dev| {
+        let has = |ring: &Vec<Uberblock>| ring.iter().any(|u| u.txg == txg);
+        dev.iter().any(has) && !dev.iter().all(has)
+    })
 }
 
 /// A raidz vdev with more missing children than parity columns cannot be read:

@@ -47,8 +47,8 @@ pub use env::{Env, TxgTrigger};
 pub use error::{PoolError, Result};
 pub use label::{PoolConfig, ScanPos, Uberblock, VdevKind};
 pub use pool::{
-    new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, SpaceInfo, VdevSpec,
-    WriteOpts,
+    new_guid, parse_vdev_spec, CreateOpts, DeviceStatus, Importable, Pool, Rewind, SpaceInfo,
+    VdevSpec, WriteOpts,
 };
 pub use readhold::{ReadHold, SharedReadHold};
 pub use replace::Replacement;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 pub use crate::allocator::SpaceInfo;
 pub use crate::blockio::WriteOpts;
 pub use crate::commit::read_label;
-pub use crate::import::Importable;
+pub use crate::import::{Importable, Rewind};
 pub use crate::vdev_spec::{parse_vdev_spec, CreateOpts, VdevSpec};
 
 /// Per-device status row for `pool status`.

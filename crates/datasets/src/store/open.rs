@@ -12,7 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::props;
 use crate::store::*;
 use cachalot_objects::{BlockCache, CachePolicy, ObjectSet, ObjsetProps};
-use cachalot_pool::{BlkPtr, BlockDevice, Compression, CreateOpts, Pool, VdevSpec};
+use cachalot_pool::{BlkPtr, BlockDevice, Compression, CreateOpts, Pool, Rewind, VdevSpec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -92,7 +92,18 @@ impl Store {
 
     /// Import a pool found on `paths`.
     pub fn import(paths: &[PathBuf], name: Option<&str>, opts: StoreOpts) -> Result<Arc<Store>> {
-        let pool = Arc::new(Pool::import(paths, name)?);
+        Store::import_with(paths, name, Rewind::Refuse, opts)
+    }
+
+    /// `import`, rewinding to an older txg if `rewind` allows it when the newest
+    /// committed one's tree does not read (`pool import -F`; `Pool::import_with`).
+    pub fn import_with(
+        paths: &[PathBuf],
+        name: Option<&str>,
+        rewind: Rewind,
+        opts: StoreOpts,
+    ) -> Result<Arc<Store>> {
+        let pool = Arc::new(Pool::import_with(paths, name, rewind)?);
         Store::open_pool(pool, opts)
     }
 
