@@ -121,6 +121,9 @@ impl Pool {
         // overwrite a newer uberblock with an older tree.
         let last = self.last_ub.lock().txg;
         assert!(txg > last, "commit of txg {txg} after txg {last}");
+        // A leaf faulted since the labels were written misses this txg: the
+        // labels say so before its uberblock lands (`faulted`).
+        self.record_faulted_leaves(txg)?;
         let n_records = self.space.lock().txg_records.len() as u64;
         // The frees of this txg go to the defer queue, so they become allocatable
         // only after the next commit: those the log segment recorded, and those

@@ -21,6 +21,7 @@ pub mod env;
 pub mod error;
 pub mod executor;
 pub mod fault;
+mod faulted;
 mod import;
 pub mod label;
 pub mod parity;

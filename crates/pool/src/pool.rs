@@ -109,12 +109,21 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
         children: t
             .leaves
             .iter()
-            .map(|l| LeafConfig {
-                guid: l.guid,
-                path: l.path.clone(),
-                resilvering: l.resilvering.load(Relaxed),
-                offline: l.is_offline(),
-                offline_txg: l.fault.offline_txg.load(Relaxed),
+            .map(|l| {
+                // FAULTED by errors: it misses writes from an unknown txg on and
+                // is rebuilt in full when it comes back (`faulted`).
+                let faulted = l.fault.faulted.load(Relaxed);
+                LeafConfig {
+                    guid: l.guid,
+                    path: l.path.clone(),
+                    resilvering: l.resilvering.load(Relaxed) || faulted,
+                    offline: l.is_offline(),
+                    offline_txg: if faulted {
+                        0
+                    } else {
+                        l.fault.offline_txg.load(Relaxed)
+                    },
+                }
             })
             .collect(),
     }

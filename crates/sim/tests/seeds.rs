@@ -33,23 +33,19 @@
 //! older configuration, without the new device (pool
 //! `devices::config_txg_grows_across_resilver_end_and_replace`).
 //!
-//! Open: seed 70 (now a 2-way mirror run, 241 steps) fails at a replacement
-//! after an overload faulted a device by read errors (not yet confirmed,
-//! likely): the export's commit
-//! went to the other device only, the import brought the faulted one back
-//! with no record of the txg it missed (no resilver), and replacing the
-//! other device then found a block corrupt in every copy. A device FAULTED
-//! while writes went on needs its missed txgs recorded, as `offline_txg` does
-//! for `pool offline`. Seed 2012 (1000 steps) fails at step 370 after a
-//! power cut (tank/a holds a state never acknowledged: the allowed sizes,
-//! other bytes): reads of two devices of a raidz1 of 5 are scrambled (one
-//! more than it survives), the export fails, and the import falls back to
-//! the uberblock before the last commit without a word (`Pool::import` tries
-//! older uberblocks when the newest one's tree does not read). Such a rewind
-//! drops acknowledged changes: the import should refuse it or report it, and
-//! the model then accept a reported rewind. Of the same run (`--seed 2000 --seeds
-//! 200 --steps 1000`, 34 seeds), 2006, 2023, 2039 and 2040 failed too and
-//! pass since the fixes of that session.
+//! Seed 70 (a 2-way mirror, 241 steps) found a device FAULTED by read errors
+//! missing the export's commit and coming back at import ONLINE, without a
+//! resilver: replacing the other device then found a block corrupt in every
+//! copy. The labels now record a faulted leaf as resilvering from txg 0 before
+//! the first commit it misses (pool
+//! `faulted::a_device_faulted_by_errors_comes_back_resilvering`). Seed 2012
+//! (1000 steps, raidz1 of 5 + log) failed at step 370 on the model: a power
+//! cut armed earlier fired inside the export after an overload faulted
+//! devices, and the simulator imported and called durable what the cut had
+//! dropped. Import no longer rewinds past a committed txg silently either
+//! (pool `rewind`). Of the run `--seed 2000 --seeds 200 --steps 1000` (34
+//! seeds), 2006, 2023, 2039 and 2040 failed too and pass since the fixes of
+//! that session.
 
 /// Seeds CI runs (all pass today); sized to stay well under a minute. Their
 /// layouts: raidz2 of 5, 3-way mirror, raidz1 of 5 with a cache device,
@@ -72,9 +68,7 @@ fn simulator_seeds_pass() {
 /// Seeds that found something, each at the length that found it.
 #[test]
 fn found_seeds_pass() {
-    // Seed 70 (1000 steps) left out: it now replays a run that fails on an
-    // open finding (see the module comment).
-    for (seed, steps) in [(59, 100), (275, 170), (2008, 100)] {
+    for (seed, steps) in [(59, 100), (275, 170), (2008, 100), (70, 241), (2012, 371)] {
         if let Err(f) = cachalot_sim::run(seed, steps) {
             panic!(
                 "{f}\nreplay: cargo run -p cachalot-sim --release -- --seed {seed} --steps {steps}"

@@ -1,0 +1,121 @@
+//! What a device FAULTED by I/O errors misses, kept in the labels.
+//!
+//! A leaf FAULTED by errors gets no I/O until an import or `pool online`, so it
+//! misses every block written meanwhile. `pool offline` writes that into the
+//! configuration (`offline_txg`); a fault happens inside I/O, so the commit
+//! that follows it does: before the first commit whose writes the leaf misses
+//! becomes durable (its uberblock), the configuration in the labels of the
+//! leaves still in service says the leaf is resilvering from txg 0 (the txg of
+//! its first lost write is not known: every block is rebuilt, as after
+//! `online`). An import then brings the device back resilvering, written to
+//! but never read until a scan rebuilt it, instead of ONLINE with holes (a
+//! dirty time range, as ZFS's DTL, in its simplest form).
+
+use crate::commit::write_labels;
+use crate::error::Result;
+use crate::label::LabelHeader;
+use crate::pool::{top_config, Pool};
+use std::sync::atomic::Ordering::Relaxed;
+
+impl Pool {
+    /// Record in the labels every leaf FAULTED by errors that the configuration
+    /// does not yet show as resilvering; called by the commit of `txg` before
+    /// it writes anything.
+    pub(crate) fn record_faulted_leaves(&self, txg: u64) -> Result<()> {
+        let unrecorded = {
+            let cfg = self.config.read();
+            let recorded = |guid: u64| {
+                cfg.vdevs
+                    .iter()
+                    .flat_map(|v| v.children.iter())
+                    .any(|c| c.guid == guid && c.resilvering && c.offline_txg == 0)
+            };
+            self.vdevs.read().iter().any(|t| {
+                t.leaves
+                    .iter()
+                    .any(|l| l.fault.faulted.load(Relaxed) && !recorded(l.guid))
+            })
+        };
+        if !unrecorded {
+            return Ok(());
+        }
+        let mut cfg = self.config.read().clone();
+        cfg.config_txg = cfg.next_config_txg(txg);
+        cfg.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
+        // The resilver's bound changed: a saved position no longer applies.
+        cfg.resilver_from = None;
+        for t in self.vdevs.read().iter() {
+            // The faulted leaves get no I/O (a dead disk would fail the commit).
+            for l in t.leaves.iter().filter(|l| !l.is_faulted()) {
+                if let Some(d) = &l.dev {
+                    let h = LabelHeader {
+                        config: cfg.clone(),
+                        leaf_guid: l.guid,
+                        top_id: t.id,
+                    };
+                    write_labels(d.as_ref(), &h, false)?;
+                }
+            }
+        }
+        *self.config.write() = cfg;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::blkptr::BlockType;
+    use crate::device::{BlockDevice, SimDevice};
+    use crate::pool::{Pool, WriteOpts};
+    use crate::Compression;
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+
+    const OPTS: WriteOpts = WriteOpts {
+        compression: Compression::Off,
+        block_type: BlockType::Data,
+        level: 0,
+        fill: 1,
+    };
+
+    /// A mirror child FAULTED by read errors misses the next commits; after an
+    /// import it is resilvering (never read before rebuilt), not ONLINE.
+    #[test]
+    fn a_device_faulted_by_errors_comes_back_resilvering() {
+        let devs: Vec<SimDevice> = (0..2)
+            .map(|i| SimDevice::new(&format!("d{i}"), 40 << 20))
+            .collect();
+        let dyns = || {
+            devs.iter()
+                .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
+                .collect::<Vec<_>>()
+        };
+        let pool = Pool::create_on_devices("t", dyns(), true, 12).unwrap();
+        let a = pool.write_block(1, &[7u8; 8192], OPTS).unwrap();
+        pool.commit(1, a).unwrap();
+        // Read errors fault d1 (`Leaf::io_error`): no more I/O goes to it.
+        let leaf = |p: &Pool| -> bool {
+            let v = p.vdevs.read();
+            v[0].leaves[1].fault.faulted.load(Relaxed)
+        };
+        for _ in 0..crate::fault::FAULT_AFTER_IO_ERRORS {
+            pool.vdevs.read()[0].leaves[1].io_error(false);
+        }
+        assert!(leaf(&pool));
+        let b = pool.write_block(2, &[8u8; 8192], OPTS).unwrap();
+        pool.commit(2, b).unwrap();
+        drop(pool);
+        let pool = Pool::import_devices(dyns()).unwrap();
+        assert_eq!(pool.uberblock().txg, 2);
+        let states: Vec<String> = pool.device_status()[0]
+            .children
+            .iter()
+            .map(|c| c.state.clone())
+            .collect();
+        assert_eq!(states, ["ONLINE", "RESILVERING"], "d1 lacks txg 2's block");
+        assert!(pool.resilver_pending());
+        assert_eq!(pool.resilver_min_birth(), 0);
+        // Until rebuilt, reads come from d0 only: d1 lacks b.
+        assert_eq!(pool.read_block(&b).unwrap(), vec![8u8; 8192]);
+    }
+}
