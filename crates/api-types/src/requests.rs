@@ -107,6 +107,10 @@ op! {
         pub dirs: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub name: Option<String>,
+        /// `-F`: when the newest committed txg's tree does not read, go back to
+        /// an older txg (its later changes are lost; `pool status` says so).
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub rewind: bool,
     }
 }
 

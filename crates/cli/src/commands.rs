@@ -253,7 +253,7 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             })?;
             Ok(())
         }
-        PoolCmd::Import { dirs, pool } => {
+        PoolCmd::Import { dirs, rewind, pool } => {
             let dirs: Vec<String> = dirs
                 .iter()
                 .map(|d| absolute(d).map(|p| p.to_string_lossy().into_owned()))
@@ -263,10 +263,15 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
                     ctx.send(&PoolImport {
                         dirs,
                         name: Some(p),
+                        rewind,
                     })?;
                 }
                 None => {
-                    let found = ctx.send(&PoolImport { dirs, name: None })?;
+                    let found = ctx.send(&PoolImport {
+                        dirs,
+                        name: None,
+                        rewind: false,
+                    })?;
                     print!("{}", crate::status::render_importable(&found));
                 }
             }

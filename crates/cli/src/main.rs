@@ -202,6 +202,10 @@ pub enum PoolCmd {
         /// Directory or device file to search (repeatable)
         #[arg(short = 'd', value_name = "DIR|PATH")]
         dirs: Vec<PathBuf>,
+        /// Rewind to an older txg when the newest committed one's tree does not
+        /// read (damage beyond redundancy); changes committed since are lost
+        #[arg(short = 'F')]
+        rewind: bool,
         pool: Option<String>,
     },
     /// Export a pool (it can be imported again)
@@ -457,6 +461,7 @@ mod tests {
             ],
             &["pool", "import", "-d", "/x", "-d", "/y", "tank"],
             &["pool", "import", "-d", "/x"],
+            &["pool", "import", "-F", "-d", "/x", "tank"],
             &["pool", "export", "tank"],
             &["pool", "destroy", "tank"],
             &["pool", "list", "-H", "-p", "tank"],

@@ -106,7 +106,7 @@ pub const OPS: &[(&str, &[&str])] = &[
         "pool.create",
         &["name", "vdevs", "size", "ashift", "force", "props"],
     ),
-    ("pool.import", &["dirs", "name"]),
+    ("pool.import", &["dirs", "name", "rewind"]),
     ("pool.export", &["name"]),
     ("pool.destroy", &["name"]),
     ("pool.list", &["name"]),

@@ -167,6 +167,10 @@ pub struct ImportBody {
     /// daemon last saw the pool.
     #[serde(default)]
     pub dirs: Vec<String>,
+    /// `-F`: rewind to an older txg when the newest committed one's tree does
+    /// not read (its later changes are lost; the pool's notices say so).
+    #[serde(default)]
+    pub rewind: bool,
 }
 
 /// Import a pool by name (or numeric id).
@@ -186,6 +190,7 @@ async fn import_pool(
         PoolImport {
             dirs: b.dirs,
             name: Some(pool),
+            rewind: b.rewind,
         },
     )
     .await

@@ -261,7 +261,12 @@ impl Daemon {
                 format!("no pool named '{name}' found on the given devices"),
             ));
         }
-        let store = Store::import(&search, Some(&name), self.store_opts()).map_err(se)?;
+        let rewind = match a.bool("rewind")? {
+            true => cachalot_pool::Rewind::Allow,
+            false => cachalot_pool::Rewind::Refuse,
+        };
+        let store =
+            Store::import_with(&search, Some(&name), rewind, self.store_opts()).map_err(se)?;
         let real = store.name();
         {
             let pools = self.pools.read();
