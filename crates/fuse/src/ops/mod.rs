@@ -96,11 +96,20 @@ impl Filesystem for FuseFs {
         // READDIRPLUS without READDIRPLUS_AUTO: every listing carries the
         // entries' attributes. With AUTO the kernel used plain readdir after the
         // first batch, so `find -ls` sent one lookup per entry.
+        // PARALLEL_DIROPS: without it the kernel runs one lookup or readdir at a
+        // time per directory (a per-inode mutex), so `find`, `ls` and InnoDB's
+        // opens queue behind each other in one directory. Safe with us because
+        // the POSIX layer does its own namespace locking (posix/src/fs.rs): every
+        // change to any directory holds `ns` exclusively; lookup and readdir hold
+        // it shared and only read; readdirplus' per-entry getattr runs outside it
+        // and leaves out an entry that vanished meanwhile. Creates, unlinks and
+        // renames stay serialized by the kernel's directory lock as before.
         // Each is asked separately: a kernel without one still mounts.
         for flag in [
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
             InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_PARALLEL_DIROPS,
         ] {
             let _ = config.add_capabilities(flag);
         }
