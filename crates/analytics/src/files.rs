@@ -80,6 +80,11 @@ impl FileNames {
             }
         }
         let name: Arc<str> = Arc::from(String::from_utf8_lossy(name).as_ref());
+        // The marker test reads only the last two components (classify): the
+        // name and its parent's. Building just those, rather than resolving and
+        // caching the whole path, keeps a listing of many new names (every
+        // readdirplus entry is named here) to one small allocation per entry.
+        let short = (!self.is_mysql()).then(|| self.parent_and_name(parent, &name));
         {
             let mut m = self.names.write();
             if m.len() >= MAX_NAMES {
@@ -87,9 +92,24 @@ impl FileNames {
             }
             m.insert(obj, (parent, name));
         }
-        self.files.write().remove(&obj);
-        if !self.is_mysql() && is_mysql_marker(&self.file(obj).path) {
+        if self.files.read().contains_key(&obj) {
+            self.files.write().remove(&obj);
+        }
+        if short.is_some_and(|p| is_mysql_marker(&p)) {
             self.mysql.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// `/PARENT/NAME` as the tail of the path `resolve` would give `name` in
+    /// directory `parent` (`/NAME` in the root, `/.../NAME` under an unnamed
+    /// directory).
+    fn parent_and_name(&self, parent: u64, name: &str) -> String {
+        if parent == self.root {
+            return format!("/{name}");
+        }
+        match self.names.read().get(&parent) {
+            Some((_, p)) => format!("/{p}/{name}"),
+            None => format!("/.../{name}"),
         }
     }
 
@@ -174,6 +194,12 @@ mod tests {
         let plain = FileNames::new(1);
         plain.name(2, 1, b"notes.txt");
         assert!(!plain.is_mysql());
+        // A marker by its directory's name alone (the redo directory of 10.x).
+        let redo = FileNames::new(1);
+        redo.name(2, 1, b"#innodb_redo");
+        assert!(!redo.is_mysql());
+        redo.name(3, 2, b"x");
+        assert!(redo.is_mysql(), "a file in #innodb_redo marks the dataset");
     }
 
     #[test]
