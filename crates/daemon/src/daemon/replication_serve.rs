@@ -6,7 +6,7 @@
 //! broken off here), `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
-//! keep}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
+//! keep[, now]}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
 //! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
 //! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
 //! to a snapshot a relationship holds), `failover_set {name}` and `adopt`
@@ -116,14 +116,23 @@ impl Daemon {
         Ok(())
     }
 
-    /// Apply relationship `rel`'s retention grid `keep` to `fs`; returns the
-    /// snapshots destroyed. Held snapshots are skipped.
+    /// Apply relationship `rel`'s retention grid `keep` to `fs` as of unix
+    /// time `at` (both sides of a cycle prune as of the same second, so they
+    /// agree at the rules' boundaries); returns the snapshots destroyed. Held
+    /// snapshots are skipped. With `peer` (the guids of the other side's
+    /// snapshots after its prune), also the relationship's snapshots it does
+    /// not have, but the newest: those of cycles that failed after their
+    /// snapshot, which no increment will carry (each goes from the newest
+    /// common snapshot). Kept, they would take their interval's place here
+    /// while the peer keeps another snapshot, and the two sides' sets drift.
     pub(super) fn prune(
         &self,
         store: &Store,
         fs: &str,
         rel: &str,
         keep: &str,
+        at: u64,
+        peer: Option<&[u64]>,
     ) -> Result<Vec<String>, String> {
         let rules = retention::parse_keep(keep)?;
         let snaps: Vec<(String, u64)> = store
@@ -132,8 +141,20 @@ impl Daemon {
             .into_iter()
             .filter_map(|n| snapshot_time(rel, &n).map(|t| (n, t)))
             .collect();
+        let mut doomed = retention::prune(&snaps, at, &rules);
+        if let Some(peer) = peer {
+            let newest = snaps
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+            for (n, _) in &snaps {
+                let guid = store.snapshot_guid(&format!("{fs}@{n}")).map_err(se)?;
+                if Some(n) != newest.map(|x| &x.0) && !peer.contains(&guid) && !doomed.contains(n) {
+                    doomed.push(n.clone());
+                }
+            }
+        }
         let mut gone = Vec::new();
-        for n in retention::prune(&snaps, now(), &rules) {
+        for n in doomed {
             let full = format!("{fs}@{n}");
             if !store.holds(&full).map_err(se)?.is_empty() {
                 continue;
@@ -369,7 +390,9 @@ impl Daemon {
                 cachalot_replication::relationship::check_name(rel)?;
                 self.replication.check_not_broken_here(rel)?;
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
-                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
+                // The source's clock (older sources do not send it).
+                let at = req["now"].as_u64().unwrap_or_else(now);
+                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep, at, None)?;
                 Ok(json!({ "destroyed": gone }))
             }
             "resume_here" => {
