@@ -12,10 +12,10 @@
 # until REPL_SOAK=N cycles (default 20; 100 by hand) have completed. Then the
 # faults and the writer stop, the relationship catches up by itself, and:
 # - no last error;
-# - the snapshots of each side are exactly what the keep grid allows: the
-#   oracle below prunes every snapshot each side ever showed (sampled all
-#   along) at the time of the last prune; with nested intervals (every 6 s is a
-#   multiple of every 2 s) incremental pruning keeps the same set;
+# - the target's snapshots are exactly what the keep grid allows: the oracle
+#   below prunes every snapshot it ever showed (sampled all along) as of the
+#   last prune; with nested intervals (every 6 s is a multiple of every 2 s)
+#   incremental pruning keeps the same set; the source's are the same;
 # - every snapshot on the target has the same files (listing, sha256) as the
 #   source's snapshot of that name.
 # shellcheck source=tests/e2e/lib.sh
@@ -40,7 +40,12 @@ assert_ok CA create tank/src
 SRC=$T/src
 mkdir -p "$SRC"
 assert_ok CA mount tank/src "$SRC"
-for i in 0 1 2 3; do head -c 1M /dev/urandom >"$SRC/w$i"; done
+# The files live in a directory of the dataset, so that while A is down (its
+# mount dead, then detached until the restarted daemon mounts it again) the
+# writer cannot create them in the bare mount point: a non-empty mount point
+# is refused (as zfs does), and tank/src would stay unmounted.
+mkdir "$SRC/d"
+for i in 0 1 2 3; do head -c 1M /dev/urandom >"$SRC/d/w$i"; done
 
 # The writer: 64 KiB of new data at a random place of a random file every
 # 50 ms, now and then a whole file; errors while A is down are expected.
@@ -49,9 +54,9 @@ writer() {
     while :; do
         i=$((i + 1))
         if ((i % 40 == 0)); then
-            head -c 1M /dev/urandom >"$SRC/w$((i % 4))" 2>/dev/null || sleep 0.2
+            head -c 1M /dev/urandom >"$SRC/d/w$((i % 4))" 2>/dev/null || sleep 0.2
         else
-            dd if=/dev/urandom of="$SRC/w$((RANDOM % 4))" bs=64k count=1 seek=$((RANDOM % 16)) \
+            dd if=/dev/urandom of="$SRC/d/w$((RANDOM % 4))" bs=64k count=1 seek=$((RANDOM % 16)) \
                 conv=notrunc status=none 2>/dev/null || sleep 0.2
         fi
         sleep 0.05
@@ -191,8 +196,11 @@ print(f"{side}: retention wrong (grid '{keep}' at {at}): missing {sorted(set(k) 
 sys.exit(1)
 PY
 }
-retention_check A || fail "the source's snapshots are not what the keep grid allows"
+cp "$T"/seen.? "$T"/now.? "$ARTIFACTS/" # for a failure's diagnosis
 retention_check B || fail "the target's snapshots are not what the keep grid allows"
+# The source keeps the same (it also drops what never reached the target).
+diff <(sed 's/.*@//' "$T/now.A") <(sed 's/.*@//' "$T/now.B") ||
+    fail "the source's snapshots (<) differ from the target's (>)"
 
 # Every snapshot on the target equals the source's of that name. Cycles go on
 # meanwhile: the target is mounted, and once a cycle was refused for that
@@ -206,12 +214,13 @@ for ((i = 0; i < 100; i++)); do
 done
 [[ $(status | jq -r .last_error) == *busy* ]] || fail "no cycle refused the mounted target: $(status)"
 CB list -H -t snapshot -o name "$REPL_DST" >"$T/frozen.B"
+[[ -d $SRC/.cachalot ]] || fail "A's tank/src is no longer mounted at $SRC (see daemon.log)"
 checked=0
 while read -r snap; do
     snap=${snap#*@}
     [[ -d $SRC/.cachalot/snapshot/$snap ]] || fail "the target's $snap is not on the source"
-    diff <(cd "$SRC/.cachalot/snapshot/$snap" && ls -l && sha256sum -- *) \
-        <(cd "$T/dst/.cachalot/snapshot/$snap" && ls -l && sha256sum -- *) ||
+    diff <(cd "$SRC/.cachalot/snapshot/$snap/d" && ls -l && sha256sum -- *) \
+        <(cd "$T/dst/.cachalot/snapshot/$snap/d" && ls -l && sha256sum -- *) ||
         fail "the target's $snap differs from the source's"
     checked=$((checked + 1))
 done <"$T/frozen.B"
