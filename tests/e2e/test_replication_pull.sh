@@ -108,6 +108,58 @@ assert_eq "$(CA holds -H "$held")" "" "hold released by destroy on the source"
 assert_ok CB replication run p1 >/dev/null
 assert_eq "$(CA replication list -H p1 | cut -f9)" "pulled-by $IPB" "listed again after a pull"
 
+note "a recursive pull (-r --pull): the tree under A's tank/tree into B's tank/tcopy"
+TREE=(tank/tree tank/tree/a tank/tree/a/g)
+for fs in "${TREE[@]}"; do
+    assert_ok CA create "$fs"
+    mkdir -p "$T/m/$fs"
+    assert_ok CA mount "$fs" "$T/m/$fs"
+    head -c 1M /dev/urandom >"$T/m/$fs/f"
+done
+sync
+# tree_same FS...: each member's newest snapshot on B equals A's (sha256).
+tree_same() {
+    local fs
+    for fs in "$@"; do
+        SRC=$T/m/$fs REPL_DST=tank/tcopy${fs#tank/tree} same_as_source f
+    done
+}
+assert_ok CB replication create pt -r --pull --source "$SOURCE/tank/tree" --target tank/tcopy \
+    --schedule 1h --keep "1h:every 5m" --paused
+assert_ok CB replication run pt >/dev/null
+tree_same "${TREE[@]}"
+assert_ok CA create tank/tree/b
+mkdir -p "$T/m/tank/tree/b"
+assert_ok CA mount tank/tree/b "$T/m/tank/tree/b"
+echo new >"$T/m/tank/tree/b/f"
+TREE+=(tank/tree/b)
+sync
+assert_ok CB replication run pt >/dev/null
+tree_same "${TREE[@]}"
+newest=$(CB list -H -t snapshot -o name tank/tcopy | tail -n 1)
+for fs in "${TREE[@]}"; do
+    assert_eq "$(CA holds -H "$fs@${newest#*@}" | cut -f2)" "repl:pt" "source hold of $fs"
+    assert_eq "$(CB holds -H "tank/tcopy${fs#tank/tree}@${newest#*@}" | cut -f2)" "repl:pt" \
+        "target hold of the copy of $fs"
+done
+# Each member's status on both sides: the puller's and the source's record.
+members="tank/tree	tank/tcopy	ok
+tank/tree/a	tank/tcopy/a	ok
+tank/tree/a/g	tank/tcopy/a/g	ok
+tank/tree/b	tank/tcopy/b	ok"
+assert_eq "$(CB replication status -H pt | cut -f1-3)" "$members" "members on the target"
+assert_eq "$(CA replication status -H pt | cut -f1-3)" "$members" "members on the source"
+assert_eq "$(CA replication list -H pt | cut -f9)" "pulled-by $IPB" "the source lists the recursive pull"
+assert_eq "$(CA debug call repl.list '{"name":"pt"}' | jq -r '.[0].recursive')" true \
+    "the source's record is recursive"
+assert_ok CA replication destroy pt
+for fs in "${TREE[@]}"; do
+    assert_eq "$(CA holds -H "$fs@${newest#*@}")" "" "forgetting the pull released $fs's hold"
+done
+assert_ok CB replication destroy pt
+assert_eq "$(CB holds -H "tank/tcopy/a/g@${newest#*@}")" "" "destroying the pull released the copies' holds"
+for ((i = ${#TREE[@]} - 1; i >= 0; i--)); do assert_ok CA unmount "${TREE[$i]}"; done
+
 assert_ok CA unmount tank/src
 stop_node A
 stop_node B

@@ -141,7 +141,7 @@ impl Daemon {
         let mut progress = Progress::default();
         let res = guarded("replication", || {
             if rel.pull {
-                self.pull_cycle(&rel)
+                self.pull_cycle(&rel, &mut progress)
             } else {
                 self.cycle(&rel, None, &mut progress)
             }

@@ -61,6 +61,13 @@ pub(super) fn fs_state(store: &Store, fs: &str) -> Result<Value, String> {
     }))
 }
 
+/// May the source of a pull into `fs` act on `asked`? Only on `fs`, or for
+/// a recursive pull on a filesystem under it too (`tank/dst/a`, never
+/// `tank/dst2`).
+pub(super) fn in_pull(fs: &str, recursive: bool, asked: &str) -> bool {
+    asked == fs || (recursive && asked.strip_prefix(fs).is_some_and(|r| r.starts_with('/')))
+}
+
 /// `repl-NAME-YYYYMMDD-HHMMSS` -> unix seconds.
 pub(super) fn snapshot_time(rel: &str, snap: &str) -> Option<u64> {
     let ts = snap.strip_prefix(&snapshot_prefix(rel))?;
@@ -233,16 +240,17 @@ impl Daemon {
 
     /// Answer the peer's requests on `link` until it hangs up or a request
     /// ends the conversation. `pulling`: the target FS of a pull cycle this
-    /// side started: the source drives it over this link, may only use what
-    /// a cycle needs on that FS, and ends with `pull_done`, whose outcome is
-    /// returned (Err: the cycle failed, or the link did).
+    /// side started (and whether the pull is recursive: then the members
+    /// under it too): the source drives it over this link, may only use what
+    /// a cycle needs on that FS, and ends with `pull_done`, which is returned
+    /// whether it tells a success or an error (Err: the link failed).
     pub(super) fn serve_requests(
         &self,
         link: &mut Link,
         from: &str,
         fp: &str,
         mut paired: bool,
-        pulling: Option<&str>,
+        pulling: Option<(&str, bool)>,
     ) -> Result<Value, String> {
         let ended = || format!("{from} ended the conversation");
         let Ok(id) = self.replication.identity() else {
@@ -258,16 +266,14 @@ impl Daemon {
                 }
             };
             let op = req["op"].as_str().unwrap_or("").to_string();
-            if let Some(fs) = pulling {
+            if let Some((fs, recursive)) = pulling {
                 if op == "pull_done" {
                     let _ = link.reply(&Value::Null);
-                    return match req["error"].as_str() {
-                        Some(e) => Err(e.to_string()),
-                        None => Ok(req),
-                    };
+                    return Ok(req);
                 }
+                let asked = req["fs"].as_str().unwrap_or("");
                 let allowed = ["state", "receive", "abort", "hold", "prune"].contains(&op.as_str())
-                    && req["fs"].as_str() == Some(fs);
+                    && in_pull(fs, recursive, asked);
                 if !allowed {
                     let e = format!(
                         "{from} asked for '{op:.40}' on {:.200} during a pull into '{fs}': refused",
