@@ -7,8 +7,12 @@
 # common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
 # a kill -9 of the source, then of the target, in the middle of a transfer:
 # the next cycle resumes from B's token and the files match. The source lists
-# the pull it serves ("pulled-by B", last sync, the snapshot it holds) and
-# forgets it, releasing that hold, with `replication destroy`.
+# the pull it serves ("pulled-by B", last sync, the snapshot it holds; also in
+# GET /api/v1/replication) and
+# forgets it, releasing that hold, with `replication destroy`. A recursive pull
+# (-r --pull) replicates a tree member by member, a child created between
+# cycles included; both sides show each member's status and hold each
+# member's newest snapshot; destroy on either side releases every member's.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
@@ -18,7 +22,7 @@ SOURCE=$IPA:$PORT
 REPL_REL=p1
 REPL_RUNNER=B
 repl_link_up
-start_node A "$NSA" --replication "$SOURCE"
+start_node A "$NSA" --replication "$SOURCE" --http 127.0.0.1:0
 start_node B "$NSB"
 assert_ok CA pool create -s 2G tank "$T/a.img"
 assert_ok CB pool create -s 2G tank "$T/b.img"
@@ -77,6 +81,10 @@ assert_eq "$name|$src|$dst|$state|$role" "p1|tank/src|$IPB/tank/dst|idle|pulled-
 [[ $last != - ]] || fail "the source's row has no last sync: $row"
 assert_eq "$(CA debug call repl.list '{"name":"p1"}' | jq -r '.[0].held')" \
     "tank/src@${newest#*@}" "the snapshot the source holds for it"
+rest=$(nsenter --net="/run/netns/$NSA" curl -sSf "http://$(cat "$(node_home A)/http.addr")/api/v1/replication") ||
+    fail "GET /api/v1/replication on A failed"
+assert_eq "$(jq -r '.[] | select(.name == "p1") | [.role, .source, .target, .held, .state] | @tsv' <<<"$rest")" \
+    "pulled-by $IPB	tank/src	$IPB/tank/dst	tank/src@${newest#*@}	idle" "the REST list's row of the served pull"
 assert_fails CA replication run p1
 assert_contains "$LAST_STDERR" "pulled by $IPB, which starts and manages its cycles" "run on the source"
 assert_fails CA replication create p1 --source tank/other --target "$IPB:$PORT/tank/x"
