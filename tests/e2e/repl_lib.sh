@@ -6,7 +6,8 @@
 #
 #   repl_link_up            namespaces $NSA and $NSB, $IPA <-veth-> $IPB
 #   start_node N NS [ARGS]  a daemon "N" (A, B, C) in namespace NS, home
-#                           $(node_home N), logging into daemon.log
+#                           $(node_home N), logging into daemon.log (no HTTP
+#                           API unless ARGS has --http ADDR)
 #   stop_node N / kill9_node N / restart_node N (with the arguments it had)
 #   cli N ARGS / CA ARGS / CB ARGS   the CLI of node N, A, B
 #   repl_pair               pair A with B's listener at $TARGET
@@ -46,13 +47,15 @@ CA() { cli A "$@"; }
 CB() { cli B "$@"; }
 
 start_node() {
-    local n=$1 ns=$2 h i
+    local n=$1 ns=$2 h i http=(--http none)
     shift 2
+    # ARGS may give the node an HTTP API (its address then in http.addr).
+    [[ " $* " == *" --http "* ]] && http=()
     h=$(node_home "$n")
     mkdir -p "$h"
     NODE_ARGS[$n]="$ns $*"
     echo "==== node $n start $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
-    nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" --http none \
+    nsenter --net="/run/netns/$ns" "$C" serve --home "$h" --socket "$h/s.sock" "${http[@]}" \
         --iscsi off --nbd off --nfs off --portmap off "$@" >>"$ARTIFACTS/daemon.log" 2>&1 &
     PID[$n]=$!
     for ((i = 0; i < 200; i++)); do

@@ -168,6 +168,22 @@ assert_eq "$(CB holds -H "$newest" | cut -f2)" "repl:r1" "target hold"
 assert_eq "$(CA holds -H "tank/src@${newest#*@}" | cut -f2)" "repl:r1" "source hold"
 assert_fails CA destroy "tank/src@${newest#*@}"
 
+note "a cycle refused after its snapshot (a mounted target): the next one leaves both sides the same snapshots"
+# keep "": the grid keeps everything, so only the fix drops the failed cycle's.
+assert_ok CA replication create rk --source tank/src --target "$TARGET/tank/dstk" --keep "" --paused
+assert_ok CA replication run rk >/dev/null
+assert_ok CB mount tank/dstk "$T/dst"
+assert_fails CA replication run rk
+assert_contains "$LAST_STDERR" "busy" "a mounted target refuses the increment"
+assert_ok CB unmount tank/dstk
+assert_ok CA replication run rk >/dev/null
+# The failed cycle's snapshot was never sent (increments go from the newest
+# common one): kept, it would hold data on the source only, and with a grid
+# take its interval's place there while the target keeps another one.
+assert_eq "$(CA list -H -t snapshot -o name tank/src | grep -o '@repl-rk-.*')" \
+    "$(CB list -H -t snapshot -o name tank/dstk | grep -o '@repl-rk-.*')" "rk's snapshots on both sides"
+assert_ok CA replication destroy rk >/dev/null
+
 note "a diverged target is refused with one line naming the relationship, dataset and snapshot"
 assert_ok CB snapshot tank/dst@mine
 before=$(CB list -H -t snapshot -o name tank/dst)

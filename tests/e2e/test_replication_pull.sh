@@ -7,8 +7,12 @@
 # common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
 # a kill -9 of the source, then of the target, in the middle of a transfer:
 # the next cycle resumes from B's token and the files match. The source lists
-# the pull it serves ("pulled-by B", last sync, the snapshot it holds) and
-# forgets it, releasing that hold, with `replication destroy`.
+# the pull it serves ("pulled-by B", last sync, the snapshot it holds; also in
+# GET /api/v1/replication) and
+# forgets it, releasing that hold, with `replication destroy`. A recursive pull
+# (-r --pull) replicates a tree member by member, a child created between
+# cycles included; both sides show each member's status and hold each
+# member's newest snapshot; destroy on either side releases every member's.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
@@ -18,7 +22,7 @@ SOURCE=$IPA:$PORT
 REPL_REL=p1
 REPL_RUNNER=B
 repl_link_up
-start_node A "$NSA" --replication "$SOURCE"
+start_node A "$NSA" --replication "$SOURCE" --http 127.0.0.1:0
 start_node B "$NSB"
 assert_ok CA pool create -s 2G tank "$T/a.img"
 assert_ok CB pool create -s 2G tank "$T/b.img"
@@ -77,6 +81,10 @@ assert_eq "$name|$src|$dst|$state|$role" "p1|tank/src|$IPB/tank/dst|idle|pulled-
 [[ $last != - ]] || fail "the source's row has no last sync: $row"
 assert_eq "$(CA debug call repl.list '{"name":"p1"}' | jq -r '.[0].held')" \
     "tank/src@${newest#*@}" "the snapshot the source holds for it"
+rest=$(nsenter --net="/run/netns/$NSA" curl -sSf "http://$(cat "$(node_home A)/http.addr")/api/v1/replication") ||
+    fail "GET /api/v1/replication on A failed"
+assert_eq "$(jq -r '.[] | select(.name == "p1") | [.role, .source, .target, .held, .state] | @tsv' <<<"$rest")" \
+    "pulled-by $IPB	tank/src	$IPB/tank/dst	tank/src@${newest#*@}	idle" "the REST list's row of the served pull"
 assert_fails CA replication run p1
 assert_contains "$LAST_STDERR" "pulled by $IPB, which starts and manages its cycles" "run on the source"
 assert_fails CA replication create p1 --source tank/other --target "$IPB:$PORT/tank/x"
@@ -107,6 +115,58 @@ assert_fails CA replication list p1
 assert_eq "$(CA holds -H "$held")" "" "hold released by destroy on the source"
 assert_ok CB replication run p1 >/dev/null
 assert_eq "$(CA replication list -H p1 | cut -f9)" "pulled-by $IPB" "listed again after a pull"
+
+note "a recursive pull (-r --pull): the tree under A's tank/tree into B's tank/tcopy"
+TREE=(tank/tree tank/tree/a tank/tree/a/g)
+for fs in "${TREE[@]}"; do
+    assert_ok CA create "$fs"
+    mkdir -p "$T/m/$fs"
+    assert_ok CA mount "$fs" "$T/m/$fs"
+    head -c 1M /dev/urandom >"$T/m/$fs/f"
+done
+sync
+# tree_same FS...: each member's newest snapshot on B equals A's (sha256).
+tree_same() {
+    local fs
+    for fs in "$@"; do
+        SRC=$T/m/$fs REPL_DST=tank/tcopy${fs#tank/tree} same_as_source f
+    done
+}
+assert_ok CB replication create pt -r --pull --source "$SOURCE/tank/tree" --target tank/tcopy \
+    --schedule 1h --keep "1h:every 5m" --paused
+assert_ok CB replication run pt >/dev/null
+tree_same "${TREE[@]}"
+assert_ok CA create tank/tree/b
+mkdir -p "$T/m/tank/tree/b"
+assert_ok CA mount tank/tree/b "$T/m/tank/tree/b"
+echo new >"$T/m/tank/tree/b/f"
+TREE+=(tank/tree/b)
+sync
+assert_ok CB replication run pt >/dev/null
+tree_same "${TREE[@]}"
+newest=$(CB list -H -t snapshot -o name tank/tcopy | tail -n 1)
+for fs in "${TREE[@]}"; do
+    assert_eq "$(CA holds -H "$fs@${newest#*@}" | cut -f2)" "repl:pt" "source hold of $fs"
+    assert_eq "$(CB holds -H "tank/tcopy${fs#tank/tree}@${newest#*@}" | cut -f2)" "repl:pt" \
+        "target hold of the copy of $fs"
+done
+# Each member's status on both sides: the puller's and the source's record.
+members="tank/tree	tank/tcopy	ok
+tank/tree/a	tank/tcopy/a	ok
+tank/tree/a/g	tank/tcopy/a/g	ok
+tank/tree/b	tank/tcopy/b	ok"
+assert_eq "$(CB replication status -H pt | cut -f1-3)" "$members" "members on the target"
+assert_eq "$(CA replication status -H pt | cut -f1-3)" "$members" "members on the source"
+assert_eq "$(CA replication list -H pt | cut -f9)" "pulled-by $IPB" "the source lists the recursive pull"
+assert_eq "$(CA debug call repl.list '{"name":"pt"}' | jq -r '.[0].recursive')" true \
+    "the source's record is recursive"
+assert_ok CA replication destroy pt
+for fs in "${TREE[@]}"; do
+    assert_eq "$(CA holds -H "$fs@${newest#*@}")" "" "forgetting the pull released $fs's hold"
+done
+assert_ok CB replication destroy pt
+assert_eq "$(CB holds -H "tank/tcopy/a/g@${newest#*@}")" "" "destroying the pull released the copies' holds"
+for ((i = ${#TREE[@]} - 1; i >= 0; i--)); do assert_ok CA unmount "${TREE[$i]}"; done
 
 assert_ok CA unmount tank/src
 stop_node A

@@ -62,7 +62,7 @@ pub enum ReplicationCmd {
         pull: bool,
         /// Replicate FS and every dataset under it (one snapshot of all of
         /// them per cycle; datasets created later are picked up)
-        #[arg(short = 'r', conflicts_with_all = ["mysql_socket", "pull"])]
+        #[arg(short = 'r', conflicts_with = "mysql_socket")]
         recursive: bool,
         /// Create it paused (no cycle until `resume` or `run`)
         #[arg(long)]

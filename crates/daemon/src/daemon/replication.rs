@@ -562,11 +562,11 @@ impl Daemon {
             relationship::member_targets(&m.members, &target_fs)?;
         }
         let recursive = a.bool("recursive")?;
-        if recursive && (pull || mysql.is_some()) {
-            return Err(format!(
-                "-r replicates the tree under one filesystem: it cannot be combined with {}",
-                if pull { "--pull" } else { "a MySQL set" }
-            ));
+        if recursive && mysql.is_some() {
+            return Err(
+                "-r replicates the tree under one filesystem: it cannot be combined with a MySQL set"
+                    .into(),
+            );
         }
         let source = sources[0].clone();
         let schedule = match a.opt_str("schedule")? {
@@ -669,7 +669,7 @@ impl Daemon {
                     .members
                     .iter()
                     .filter(|m| !m.gone)
-                    .map(|m| m.source.clone()),
+                    .map(|m| if rel.pull { &m.target } else { &m.source }.clone()),
             );
             locals.dedup();
         }

@@ -13,7 +13,8 @@
 //!    a resumable receive on the target, at most `bwlimit` bytes per second;
 //! 6. hold the new snapshot with `repl:R` on both sides and release the old
 //!    one (the newest common snapshot is always held on both sides);
-//! 7. apply R's retention grid on both sides.
+//! 7. apply R's retention grid on both sides, as of the same second; the
+//!    source also drops R's snapshots the target lacks (of failed cycles).
 //!
 //! A MySQL set (`replication_mysql.rs`) is replicated leg by leg, one leg per
 //! member: steps 1-3 for every leg first, then one `mysql snapshot` of all
@@ -140,7 +141,7 @@ impl Daemon {
         let mut progress = Progress::default();
         let res = guarded("replication", || {
             if rel.pull {
-                self.pull_cycle(&rel)
+                self.pull_cycle(&rel, &mut progress)
             } else {
                 self.cycle(&rel, None, &mut progress)
             }
@@ -261,12 +262,20 @@ impl Daemon {
             // member has arrived, so a record there names a complete set.
             send_mysql_record(link, &stores[0], &legs, &snap)?;
         }
+        let at = now();
         for (leg, store) in legs.iter().zip(&stores) {
             let mut prune = || -> Result<(), String> {
-                link.request(
-                    &json!({ "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep }),
-                )?;
-                self.prune(store, &leg.source, &rel.name, &rel.keep)
+                link.request(&json!({
+                    "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep, "now": at,
+                }))?;
+                let st = link.request(&json!({ "op": "state", "fs": leg.target_fs }))?;
+                let theirs: Vec<u64> = st["snapshots"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["guid"].as_u64())
+                    .collect();
+                self.prune(store, &leg.source, &rel.name, &rel.keep, at, Some(&theirs))
                     .map(drop)
             };
             prune().map_err(|e| member_error(rel, &leg.source, e))?;

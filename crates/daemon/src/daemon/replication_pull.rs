@@ -1,14 +1,17 @@
 //! Pull relationships (`replication create --pull`, kept on the target): the
 //! target starts each cycle. It connects to the source's listener and sends
-//! `pull {name, fs, target_fs, keep, bwlimit}`; the source checks it and
-//! answers go (or refuses with one line), and from then on the roles of the
+//! `pull {name, fs, target_fs, keep, bwlimit, schedule, recursive}`; the
+//! source checks it and answers go (or refuses with one line), and from then on the roles of the
 //! connection swap: the source runs the very cycle of a push
 //! (`replication_cycle.rs`: resume or discard the target's token, newest
 //! common snapshot, divergence refusals, snapshot, increment, holds,
 //! retention on both sides) as the client of this connection, and the target
 //! answers its requests as its listener does, limited to what a cycle needs
-//! on the pulled filesystem. The source ends with `pull_done {report}` or
-//! `pull_done {error}`, which becomes the target's cycle status.
+//! on the pulled filesystem (and the members under it, for a recursive
+//! pull). The source ends with `pull_done {progress, report}` or
+//! `pull_done {progress, error}`, which becomes the target's cycle status
+//! (`progress`: each leg's source and target, how many completed: the
+//! members' status on both sides).
 //!
 //! The source keeps each pull it serves (`pulled_by.json`) with its last
 //! status: `replication list` there shows it as "pulled-by PEER" with the
@@ -25,6 +28,8 @@
 
 use super::replication::{hold_tag, list_row, now};
 use super::replication_cycle::Report;
+use super::replication_serve::snapshot_time;
+use super::replication_tree::{record_members, Progress};
 use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_replication::link::Link;
 use cachalot_replication::relationship::{self, Relationship, Status};
@@ -69,8 +74,13 @@ pub(super) fn refuse_pull(rel: &Relationship, what: &str) -> Result<(), String> 
 }
 
 impl Daemon {
-    /// The target's side of one pull cycle of `rel`.
-    pub(super) fn pull_cycle(&self, rel: &Relationship) -> Result<Report, String> {
+    /// The target's side of one pull cycle of `rel`; `progress` gets how far
+    /// the source's cycle got (its legs name this side's filesystems).
+    pub(super) fn pull_cycle(
+        &self,
+        rel: &Relationship,
+        progress: &mut Progress,
+    ) -> Result<Report, String> {
         let mut link = self.connect_peer(&rel.target_addr)?;
         let fp = link.tls().peer_fingerprint().to_string();
         link.request(&json!({
@@ -81,9 +91,14 @@ impl Daemon {
             "keep": rel.keep,
             "bwlimit": rel.bwlimit,
             "schedule": rel.schedule,
+            "recursive": rel.recursive,
         }))?;
-        let done =
-            self.serve_requests(&mut link, &rel.target_addr, &fp, true, Some(&rel.target_fs))?;
+        let pulling = Some((rel.target_fs.as_str(), rel.recursive));
+        let done = self.serve_requests(&mut link, &rel.target_addr, &fp, true, pulling)?;
+        *progress = Progress::from_json(&done["progress"]);
+        if let Some(e) = done["error"].as_str() {
+            return Err(e.to_string());
+        }
         let r = &done["report"];
         Ok(Report {
             snapshot: r["snapshot"].as_str().unwrap_or("?").to_string(),
@@ -122,7 +137,7 @@ impl Daemon {
         if link.reply(&Value::Null).is_err() {
             return;
         }
-        let mut progress = Default::default();
+        let mut progress = Progress::default();
         let res = guarded("replication", || {
             self.cycle(&rel, Some(link), &mut progress)
         });
@@ -132,7 +147,7 @@ impl Daemon {
                     "replication {name}: pulled by {from}: '{}@{}' ({} bytes in {:.1}s)",
                     rel.source, rep.snapshot, rep.bytes, rep.secs
                 ));
-                json!({ "op": "pull_done", "report": {
+                json!({ "op": "pull_done", "progress": progress.to_json(), "report": {
                     "snapshot": rep.snapshot,
                     "bytes": rep.bytes,
                     "seconds": rep.secs,
@@ -141,12 +156,21 @@ impl Daemon {
             }
             Err(e) => {
                 log(format!("replication {name}: pull by {from} failed: {e}"));
-                json!({ "op": "pull_done", "error": e })
+                json!({ "op": "pull_done", "progress": progress.to_json(), "error": e })
             }
         };
-        let recorded = self.record_pull(&rel, fp, |s| match &res {
-            Ok(rep) => rep.record(&name, s, started),
-            Err(e) => s.last_error = Some(format!("replication {name}: {e}")),
+        let snap_time = progress
+            .snapshot
+            .as_ref()
+            .and_then(|s| snapshot_time(&name, s));
+        let recorded = self.record_pull(&rel, fp, |s| {
+            if rel.recursive {
+                record_members(s, &progress, snap_time.or(Some(started)));
+            }
+            match &res {
+                Ok(rep) => rep.record(&name, s, started),
+                Err(e) => s.last_error = Some(format!("replication {name}: {e}")),
+            }
         });
         if let Err(e) = recorded {
             log(format!("replication {name}: {e}"));
@@ -209,9 +233,16 @@ impl Daemon {
         let p = self.replication.pulled_by.lock().get(name).cloned()?;
         let fs = &p.rel.source;
         let release = || -> Result<(), String> {
-            let store = self.ds_store(fs)?;
-            if store.dataset(fs).is_ok() {
-                self.release_holds(&store, fs, &hold_tag(name), None)?;
+            // A recursive pull holds a snapshot of each member still there.
+            let mut held = vec![fs];
+            let members = p.rel.status.members.iter().filter(|m| !m.gone);
+            held.extend(members.map(|m| &m.source));
+            held.dedup();
+            for local in held {
+                let store = self.ds_store(local)?;
+                if store.dataset(local).is_ok() {
+                    self.release_holds(&store, local, &hold_tag(name), None)?;
+                }
             }
             let mut list = self.replication.pulled_by.lock();
             let mut next = list.clone();
@@ -272,8 +303,11 @@ impl Daemon {
                 push.target()
             ));
         }
+        // The members recorded so far (a recursive pull's gone ones are told).
+        let mut status = Status::default();
         if let Some(p) = self.replication.pulled_by.lock().get(name) {
             p.check_same(name, &fs, &target_fs, fp)?;
+            status = p.rel.status.clone();
         }
         self.ds_store(&fs)?
             .dataset(&fs)
@@ -291,10 +325,10 @@ impl Daemon {
             bwlimit: req["bwlimit"].as_u64().filter(|&b| b > 0),
             paused: false,
             broken: false,
-            status: Default::default(),
+            status,
             mysql: None,
             pull: false,
-            recursive: false,
+            recursive: req["recursive"].as_bool().unwrap_or(false),
         })
     }
 }

@@ -6,7 +6,7 @@
 //! broken off here), `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
-//! keep}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
+//! keep[, now]}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
 //! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
 //! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
 //! to a snapshot a relationship holds), `failover_set {name}` and `adopt`
@@ -59,6 +59,13 @@ pub(super) fn fs_state(store: &Store, fs: &str) -> Result<Value, String> {
         "token": store.resume_token(fs),
         "written": written,
     }))
+}
+
+/// May the source of a pull into `fs` act on `asked`? Only on `fs`, or for
+/// a recursive pull on a filesystem under it too (`tank/dst/a`, never
+/// `tank/dst2`).
+pub(super) fn in_pull(fs: &str, recursive: bool, asked: &str) -> bool {
+    asked == fs || (recursive && asked.strip_prefix(fs).is_some_and(|r| r.starts_with('/')))
 }
 
 /// `repl-NAME-YYYYMMDD-HHMMSS` -> unix seconds.
@@ -116,14 +123,23 @@ impl Daemon {
         Ok(())
     }
 
-    /// Apply relationship `rel`'s retention grid `keep` to `fs`; returns the
-    /// snapshots destroyed. Held snapshots are skipped.
+    /// Apply relationship `rel`'s retention grid `keep` to `fs` as of unix
+    /// time `at` (both sides of a cycle prune as of the same second, so they
+    /// agree at the rules' boundaries); returns the snapshots destroyed. Held
+    /// snapshots are skipped. With `peer` (the guids of the other side's
+    /// snapshots after its prune), also the relationship's snapshots it does
+    /// not have, but the newest: those of cycles that failed after their
+    /// snapshot, which no increment will carry (each goes from the newest
+    /// common snapshot). Kept, they would take their interval's place here
+    /// while the peer keeps another snapshot, and the two sides' sets drift.
     pub(super) fn prune(
         &self,
         store: &Store,
         fs: &str,
         rel: &str,
         keep: &str,
+        at: u64,
+        peer: Option<&[u64]>,
     ) -> Result<Vec<String>, String> {
         let rules = retention::parse_keep(keep)?;
         let snaps: Vec<(String, u64)> = store
@@ -132,8 +148,20 @@ impl Daemon {
             .into_iter()
             .filter_map(|n| snapshot_time(rel, &n).map(|t| (n, t)))
             .collect();
+        let mut doomed = retention::prune(&snaps, at, &rules);
+        if let Some(peer) = peer {
+            let newest = snaps
+                .iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+            for (n, _) in &snaps {
+                let guid = store.snapshot_guid(&format!("{fs}@{n}")).map_err(se)?;
+                if Some(n) != newest.map(|x| &x.0) && !peer.contains(&guid) && !doomed.contains(n) {
+                    doomed.push(n.clone());
+                }
+            }
+        }
         let mut gone = Vec::new();
-        for n in retention::prune(&snaps, now(), &rules) {
+        for n in doomed {
             let full = format!("{fs}@{n}");
             if !store.holds(&full).map_err(se)?.is_empty() {
                 continue;
@@ -212,16 +240,17 @@ impl Daemon {
 
     /// Answer the peer's requests on `link` until it hangs up or a request
     /// ends the conversation. `pulling`: the target FS of a pull cycle this
-    /// side started: the source drives it over this link, may only use what
-    /// a cycle needs on that FS, and ends with `pull_done`, whose outcome is
-    /// returned (Err: the cycle failed, or the link did).
+    /// side started (and whether the pull is recursive: then the members
+    /// under it too): the source drives it over this link, may only use what
+    /// a cycle needs on that FS, and ends with `pull_done`, which is returned
+    /// whether it tells a success or an error (Err: the link failed).
     pub(super) fn serve_requests(
         &self,
         link: &mut Link,
         from: &str,
         fp: &str,
         mut paired: bool,
-        pulling: Option<&str>,
+        pulling: Option<(&str, bool)>,
     ) -> Result<Value, String> {
         let ended = || format!("{from} ended the conversation");
         let Ok(id) = self.replication.identity() else {
@@ -237,16 +266,14 @@ impl Daemon {
                 }
             };
             let op = req["op"].as_str().unwrap_or("").to_string();
-            if let Some(fs) = pulling {
+            if let Some((fs, recursive)) = pulling {
                 if op == "pull_done" {
                     let _ = link.reply(&Value::Null);
-                    return match req["error"].as_str() {
-                        Some(e) => Err(e.to_string()),
-                        None => Ok(req),
-                    };
+                    return Ok(req);
                 }
+                let asked = req["fs"].as_str().unwrap_or("");
                 let allowed = ["state", "receive", "abort", "hold", "prune"].contains(&op.as_str())
-                    && req["fs"].as_str() == Some(fs);
+                    && in_pull(fs, recursive, asked);
                 if !allowed {
                     let e = format!(
                         "{from} asked for '{op:.40}' on {:.200} during a pull into '{fs}': refused",
@@ -369,7 +396,9 @@ impl Daemon {
                 cachalot_replication::relationship::check_name(rel)?;
                 self.replication.check_not_broken_here(rel)?;
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
-                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep)?;
+                // The source's clock (older sources do not send it).
+                let at = req["now"].as_u64().unwrap_or_else(now);
+                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep, at, None)?;
                 Ok(json!({ "destroyed": gone }))
             }
             "resume_here" => {

@@ -16,6 +16,7 @@
 use super::{se, Daemon};
 use cachalot_datasets::Store;
 use cachalot_replication::relationship::{tree_target, MemberStatus, Relationship, Status};
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// What a cycle got through, kept whether it completes or not.
@@ -27,6 +28,22 @@ pub(super) struct Progress {
     pub done: usize,
     /// The cycle's snapshot, once taken.
     pub snapshot: Option<String>,
+}
+
+impl Progress {
+    /// As a pull's source tells it to the puller in `pull_done`.
+    pub(super) fn to_json(&self) -> Value {
+        json!({ "legs": self.legs, "done": self.done, "snapshot": self.snapshot })
+    }
+
+    /// What a pull's source told in `pull_done` (nothing, from an older one).
+    pub(super) fn from_json(v: &Value) -> Progress {
+        Progress {
+            legs: serde_json::from_value(v["legs"].clone()).unwrap_or_default(),
+            done: v["done"].as_u64().unwrap_or(0) as usize,
+            snapshot: v["snapshot"].as_str().map(str::to_string),
+        }
+    }
 }
 
 impl Daemon {
@@ -166,5 +183,29 @@ mod tests {
         let before = st.clone();
         record_members(&mut st, &Progress::default(), Some(40));
         assert_eq!(st, before);
+    }
+
+    #[test]
+    fn a_pulls_progress_crosses_the_link_whole() {
+        let p = progress(&["t/src", "t/src/a"], 1);
+        let back = Progress::from_json(&serde_json::from_str(&p.to_json().to_string()).unwrap());
+        assert_eq!(
+            (back.legs, back.done, back.snapshot),
+            (p.legs, 1, p.snapshot)
+        );
+        // An older source tells nothing: nothing is known.
+        let none = Progress::from_json(&Value::Null);
+        assert!(none.legs.is_empty() && none.done == 0 && none.snapshot.is_none());
+    }
+
+    #[test]
+    fn a_pull_reaches_only_its_tree() {
+        use super::super::replication_serve::in_pull;
+        assert!(in_pull("t/dst", false, "t/dst"));
+        assert!(!in_pull("t/dst", false, "t/dst/a"));
+        assert!(in_pull("t/dst", true, "t/dst/a/g"));
+        for other in ["t/dst2", "t/ds", "t", "t/other", ""] {
+            assert!(!in_pull("t/dst", true, other), "{other}");
+        }
     }
 }
