@@ -47,6 +47,9 @@
 //!   that txg's commit, and after the commit the record is covered, so a record
 //!   replay reads always names a block still intact.
 
+mod replay;
+pub use replay::ReplayReport;
+
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, Dva, Pool, PoolError};
 use parking_lot::{Condvar, Mutex};
