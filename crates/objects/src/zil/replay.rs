@@ -1,4 +1,15 @@
-//! Replay of the intent log into its object set after an import.
+//! Replay of the intent log into its object set after an import: the chain the
+//! committed root names is read block by block, and every record of a txg later
+//! than the committed one is applied again, a group at a time.
+//!
+//! Invariants:
+//! - Replay is idempotent: it always starts from the committed tree and re-applies
+//!   the same records in log order (each record's effect depends only on the
+//!   state the records before it produced); the chain is freed only by the commit
+//!   that follows replay.
+//! - A group applies only once its last record is read, and then whole; a group
+//!   whose block written by reference does not verify ends the log (see
+//!   `objset::prewrite`).
 
 use super::Record;
 use crate::objset::{ObjError, ObjectSet, Result};
