@@ -106,6 +106,38 @@ fn by_reference(batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Vec<Itx
     out
 }
 
+/// `batch` with every write too large for one log block split into chunks that
+/// fit. The chunks form a group (with whatever group the write belongs to):
+/// replay applies the write whole or not at all.
+fn fit_in_blocks(batch: &[Itx]) -> Vec<Itx> {
+    let max_data = (MAX_BLOCK as usize) - BLOCK_HEADER - RECORD_HEADER;
+    let mut itxs: Vec<Itx> = Vec::new();
+    for i in batch {
+        match &i.rec {
+            Record::Write { obj, off, data } if data.len() > max_data => {
+                let chunks = data.len().div_ceil(max_data);
+                for (k, chunk) in data.chunks(max_data).enumerate() {
+                    itxs.push(Itx {
+                        txg: i.txg,
+                        more: k + 1 < chunks || i.more,
+                        rec: Record::Write {
+                            obj: *obj,
+                            off: off + (k * max_data) as u64,
+                            data: chunk.into(),
+                        },
+                    });
+                }
+            }
+            r => itxs.push(Itx {
+                txg: i.txg,
+                more: i.more,
+                rec: r.clone(),
+            }),
+        }
+    }
+    itxs
+}
+
 struct Itx {
     txg: u64,
     more: bool,
@@ -318,34 +350,7 @@ impl Zil {
             return Ok(());
         }
         let sector = self.pool.sector_size();
-        // Split large writes so every record fits in a block.
-        let max_data = (MAX_BLOCK as usize) - BLOCK_HEADER - RECORD_HEADER;
-        let mut itxs: Vec<Itx> = Vec::new();
-        for i in batch {
-            match &i.rec {
-                Record::Write { obj, off, data } if data.len() > max_data => {
-                    // The chunks form a group (with whatever group the write
-                    // belongs to): replay applies the write whole or not at all.
-                    let chunks = data.len().div_ceil(max_data);
-                    for (k, chunk) in data.chunks(max_data).enumerate() {
-                        itxs.push(Itx {
-                            txg: i.txg,
-                            more: k + 1 < chunks || i.more,
-                            rec: Record::Write {
-                                obj: *obj,
-                                off: off + (k * max_data) as u64,
-                                data: chunk.into(),
-                            },
-                        });
-                    }
-                }
-                r => itxs.push(Itx {
-                    txg: i.txg,
-                    more: i.more,
-                    rec: r.clone(),
-                }),
-            }
-        }
+        let itxs = fit_in_blocks(batch);
         let total: u64 =
             itxs.iter().map(|i| i.rec.encoded_len() as u64).sum::<u64>() + BLOCK_HEADER as u64;
         s.last_batch = total.clamp(MIN_BLOCK, MAX_BLOCK);

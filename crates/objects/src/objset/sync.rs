@@ -10,7 +10,9 @@
 //!   valid bytes.
 
 use super::accounting::{add_acct, add_accts, encode_acct, sub_acct};
+use super::prewrite::Taken;
 use super::{decode_ptrs, resized, Accounting, Layer, ObjectSet, Result, ZIL_HEADER_OFFSET};
+use crate::cache::CachePolicy;
 use crate::dnode::*;
 use crate::zil::ZilHeader;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
@@ -42,6 +44,28 @@ impl SyncCtx<'_> {
     }
 }
 
+/// An object's state as the freeze of a sync took it (phase 1).
+struct Work {
+    id: u64,
+    layer: Arc<Layer>,
+    phys: DnodePhys,
+    otype: u8,
+    blksz: u32,
+    size: u64,
+    gen: u64,
+    bonus: [u8; BONUS_SIZE],
+    deleted: bool,
+}
+
+/// What the freeze took: the objects to write, the meta-dnode and root they
+/// change, and the log header the new root records.
+struct Frozen {
+    work: Vec<Work>,
+    meta: DnodePhys,
+    old_root: BlkPtr,
+    zil_header: ZilHeader,
+}
+
 impl ObjectSet {
     /// Write out everything changed since the last sync as part of `txg`, handing
     /// every replaced block to `free`. Returns the new root pointer.
@@ -49,62 +73,16 @@ impl ObjectSet {
         let _one = self.sync_lock.lock();
         let props = self.props();
         // Phase 1: freeze the open layers.
-        struct Work {
-            id: u64,
-            layer: Arc<Layer>,
-            phys: DnodePhys,
-            otype: u8,
-            blksz: u32,
-            size: u64,
-            gen: u64,
-            bonus: [u8; BONUS_SIZE],
-            deleted: bool,
-        }
-        let zil_header;
-        let (mut work, mut meta, old_root) = {
-            let _frozen = self.gate.write();
-            let mut inner = self.inner.lock();
-            let mut work = Vec::new();
-            for (id, st) in inner.objects.iter_mut() {
-                if !st.dirty {
-                    continue;
-                }
-                let layer = Arc::new(std::mem::take(&mut st.open));
-                // The view is unchanged (the open records, now syncing) unless a
-                // failed sync left a syncing layer, which this one replaces.
-                if st.syncing.replace(layer.clone()).is_some() {
-                    st.rebuild_alloc();
-                }
-                st.dirty = false;
-                if st.deleted {
-                    st.syncing_deleted = true;
-                }
-                work.push(Work {
-                    id: *id,
-                    layer,
-                    phys: st.phys.clone(),
-                    otype: st.otype,
-                    blksz: st.blksz,
-                    size: st.size,
-                    gen: st.gen,
-                    bonus: st.bonus,
-                    deleted: st.deleted,
-                });
-            }
-            inner.syncing_bytes = inner.dirty_bytes;
-            inner.dirty_bytes = 0;
-            inner.open_txg = txg + 1;
-            let pool = self.cache.pool.clone();
-            zil_header = self.zil.sync_header(txg, &mut |d| pool.free_log_block(d));
-            if work.is_empty()
-                && !inner.root_bp.is_hole()
-                && zil_header == inner.zil_header
-                && !inner.force_root
-            {
-                inner.syncing_bytes = 0;
-                return Ok(inner.root_bp);
-            }
-            (work, inner.meta.clone(), inner.root_bp)
+        let Some(Frozen {
+            mut work,
+            mut meta,
+            old_root,
+            zil_header,
+        }) = self.freeze(txg)
+        else {
+            // Nothing to write: the root stays (only a sync changes it, and
+            // this one holds `sync_lock`).
+            return Ok(self.root_bp());
         };
         work.sort_by_key(|w| w.id);
         // Blocks written early for the intent log: linked below where the frozen
@@ -120,77 +98,7 @@ impl ObjectSet {
         // Phase 2 and 3: write records, then rebuild each tree.
         let mut new_phys: Vec<(u64, DnodePhys)> = Vec::new();
         for w in &work {
-            let mut phys = w.phys.clone();
-            let before = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
-            if w.deleted {
-                self.free_subtree(&phys.root, phys.nlevels - 1, &mut ctx)?;
-                new_phys.push((w.id, DnodePhys::empty()));
-                continue;
-            }
-            let mut changes = Vec::with_capacity(w.layer.records.len());
-            for (blkid, rec) in &w.layer.records {
-                let mut rec = rec.clone();
-                // An empty record is a punched hole (see `punch`).
-                let punched = rec.is_empty();
-                if rec.len() != w.blksz as usize {
-                    rec = resized(&rec, w.blksz);
-                }
-                let early = taken.map.remove(&(w.id, *blkid)).and_then(|(r, bp)| {
-                    let same = Arc::ptr_eq(&r, &rec) && bp.birth_txg == txg;
-                    if !same {
-                        taken.free.push(bp);
-                    }
-                    same.then_some(bp)
-                });
-                let bp = if let Some(bp) = early {
-                    ctx.born(&bp);
-                    self.cache.cache_written(&bp, rec, props.cache);
-                    bp
-                } else if punched
-                    || (ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0))
-                {
-                    BlkPtr::HOLE
-                } else {
-                    let compression = self.incompressible.choose(ctx.compression);
-                    let bp = self.cache.pool.write_block(
-                        txg,
-                        &rec,
-                        WriteOpts {
-                            compression,
-                            block_type: BlockType::Data,
-                            level: 0,
-                            fill: 1,
-                        },
-                    )?;
-                    self.incompressible.outcome(compression, &bp);
-                    ctx.born(&bp);
-                    self.cache.cache_written(&bp, rec, props.cache);
-                    bp
-                };
-                changes.push((*blkid, bp));
-            }
-            // A block size change rewrites block 0; blocks of the old size must go.
-            let free_from = match (
-                w.layer.free_from,
-                phys.blksz != w.blksz && !phys.root.is_hole(),
-            ) {
-                (f, true) => Some(f.unwrap_or(0).min(1)),
-                (f, false) => f,
-            };
-            if let Some(from) = free_from {
-                phys.root = self.free_range(&phys.root, phys.nlevels - 1, 0, from, &mut ctx)?;
-                if phys.root.is_hole() {
-                    phys.nlevels = 1;
-                }
-            }
-            self.apply_changes(&mut phys, &changes, &mut ctx)?;
-            let after = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
-            phys.used = (phys.used as i64 + after - before).max(0) as u64;
-            phys.otype = w.otype;
-            phys.blksz = w.blksz;
-            phys.size = w.size;
-            phys.gen = w.gen;
-            phys.bonus = w.bonus;
+            let phys = self.sync_object(w, &mut taken, &mut ctx, props.cache)?;
             new_phys.push((w.id, phys));
         }
         // Early blocks not linked, and orphans: in no tree, freed directly.
@@ -200,9 +108,174 @@ impl ObjectSet {
         for bp in taken.free.drain(..) {
             self.cache.pool.free_block(&bp);
         }
-        // Write the changed dnodes into the meta-dnode.
+        self.write_dnodes(&mut meta, &new_phys, &mut ctx)?;
+        let (root, acct) = self.write_root(&meta, &old_root, &zil_header, &mut ctx)?;
+        self.install(meta, root, zil_header, acct, new_phys);
+        Ok(root)
+    }
+
+    /// Phase 1, under the gate (no operation holds the txg): every dirty object's
+    /// open layer becomes its syncing layer, and the open txg moves to `txg + 1`.
+    /// `None` when nothing changed and the root need not be rewritten.
+    fn freeze(&self, txg: u64) -> Option<Frozen> {
+        let _frozen = self.gate.write();
+        let mut inner = self.inner.lock();
+        let mut work = Vec::new();
+        for (id, st) in inner.objects.iter_mut() {
+            if !st.dirty {
+                continue;
+            }
+            let layer = Arc::new(std::mem::take(&mut st.open));
+            // The view is unchanged (the open records, now syncing) unless a
+            // failed sync left a syncing layer, which this one replaces.
+            if st.syncing.replace(layer.clone()).is_some() {
+                st.rebuild_alloc();
+            }
+            st.dirty = false;
+            if st.deleted {
+                st.syncing_deleted = true;
+            }
+            work.push(Work {
+                id: *id,
+                layer,
+                phys: st.phys.clone(),
+                otype: st.otype,
+                blksz: st.blksz,
+                size: st.size,
+                gen: st.gen,
+                bonus: st.bonus,
+                deleted: st.deleted,
+            });
+        }
+        inner.syncing_bytes = inner.dirty_bytes;
+        inner.dirty_bytes = 0;
+        inner.open_txg = txg + 1;
+        let pool = self.cache.pool.clone();
+        let zil_header = self.zil.sync_header(txg, &mut |d| pool.free_log_block(d));
+        if work.is_empty()
+            && !inner.root_bp.is_hole()
+            && zil_header == inner.zil_header
+            && !inner.force_root
+        {
+            inner.syncing_bytes = 0;
+            return None;
+        }
+        Some(Frozen {
+            work,
+            meta: inner.meta.clone(),
+            old_root: inner.root_bp,
+            zil_header,
+        })
+    }
+
+    /// Phases 2 and 3 for one object: write its frozen records, then rebuild its
+    /// tree (freeing what a truncation or a block size change dropped). Returns
+    /// its new dnode.
+    fn sync_object(
+        &self,
+        w: &Work,
+        taken: &mut Taken,
+        ctx: &mut SyncCtx,
+        policy: CachePolicy,
+    ) -> Result<DnodePhys> {
+        let mut phys = w.phys.clone();
+        let before = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
+        if w.deleted {
+            self.free_subtree(&phys.root, phys.nlevels - 1, ctx)?;
+            return Ok(DnodePhys::empty());
+        }
+        let mut changes = Vec::with_capacity(w.layer.records.len());
+        for (blkid, rec) in &w.layer.records {
+            let bp = self.sync_record(w, *blkid, rec, taken, ctx, policy)?;
+            changes.push((*blkid, bp));
+        }
+        // A block size change rewrites block 0; blocks of the old size must go.
+        let free_from = match (
+            w.layer.free_from,
+            phys.blksz != w.blksz && !phys.root.is_hole(),
+        ) {
+            (f, true) => Some(f.unwrap_or(0).min(1)),
+            (f, false) => f,
+        };
+        if let Some(from) = free_from {
+            phys.root = self.free_range(&phys.root, phys.nlevels - 1, 0, from, ctx)?;
+            if phys.root.is_hole() {
+                phys.nlevels = 1;
+            }
+        }
+        self.apply_changes(&mut phys, &changes, ctx)?;
+        let after = ctx.acct_add.used as i64 - ctx.acct_sub.used as i64;
+        phys.used = (phys.used as i64 + after - before).max(0) as u64;
+        phys.otype = w.otype;
+        phys.blksz = w.blksz;
+        phys.size = w.size;
+        phys.gen = w.gen;
+        phys.bonus = w.bonus;
+        Ok(phys)
+    }
+
+    /// Phase 2 for one record: the block pointer it syncs to. The block written
+    /// early for the log when that was this very record, a hole for a punched or
+    /// (compression on) all-zero record, else a new block.
+    fn sync_record(
+        &self,
+        w: &Work,
+        blkid: u64,
+        rec: &Arc<[u8]>,
+        taken: &mut Taken,
+        ctx: &mut SyncCtx,
+        policy: CachePolicy,
+    ) -> Result<BlkPtr> {
+        let txg = ctx.txg;
+        let mut rec = rec.clone();
+        // An empty record is a punched hole (see `punch`).
+        let punched = rec.is_empty();
+        if rec.len() != w.blksz as usize {
+            rec = resized(&rec, w.blksz);
+        }
+        let early = taken.map.remove(&(w.id, blkid)).and_then(|(r, bp)| {
+            let same = Arc::ptr_eq(&r, &rec) && bp.birth_txg == txg;
+            if !same {
+                taken.free.push(bp);
+            }
+            same.then_some(bp)
+        });
+        let bp = if let Some(bp) = early {
+            ctx.born(&bp);
+            self.cache.cache_written(&bp, rec, policy);
+            bp
+        } else if punched || (ctx.compression != Compression::Off && rec.iter().all(|b| *b == 0)) {
+            BlkPtr::HOLE
+        } else {
+            let compression = self.incompressible.choose(ctx.compression);
+            let bp = self.cache.pool.write_block(
+                txg,
+                &rec,
+                WriteOpts {
+                    compression,
+                    block_type: BlockType::Data,
+                    level: 0,
+                    fill: 1,
+                },
+            )?;
+            self.incompressible.outcome(compression, &bp);
+            ctx.born(&bp);
+            self.cache.cache_written(&bp, rec, policy);
+            bp
+        };
+        Ok(bp)
+    }
+
+    /// Write the changed dnodes into the meta-dnode.
+    fn write_dnodes(
+        &self,
+        meta: &mut DnodePhys,
+        new_phys: &[(u64, DnodePhys)],
+        ctx: &mut SyncCtx,
+    ) -> Result<()> {
+        let txg = ctx.txg;
         let mut by_block: BTreeMap<u64, Vec<(u64, &DnodePhys)>> = BTreeMap::new();
-        for (id, p) in &new_phys {
+        for (id, p) in new_phys {
             by_block
                 .entry(id / DNODES_PER_BLOCK)
                 .or_default()
@@ -210,7 +283,7 @@ impl ObjectSet {
         }
         let mut meta_changes = Vec::new();
         for (blkid, items) in by_block {
-            let mut block = match self.read_tree_record(&meta, blkid, self.dnode_policy())? {
+            let mut block = match self.read_tree_record(meta, blkid, self.dnode_policy())? {
                 Some(b) => b.to_vec(),
                 None => vec![0u8; DNODE_BLOCK_SIZE as usize],
             };
@@ -238,12 +311,23 @@ impl ObjectSet {
             meta_changes.push((blkid, bp));
             meta.size = meta.size.max((blkid + 1) * DNODE_BLOCK_SIZE as u64);
         }
-        self.apply_changes(&mut meta, &meta_changes, &mut ctx)?;
-        // The root block: header with accounting, then the meta-dnode.
+        self.apply_changes(meta, &meta_changes, ctx)
+    }
+
+    /// The root block: header with accounting, then the meta-dnode. Returns it
+    /// and the object set's accounting with this sync's births and frees.
+    fn write_root(
+        &self,
+        meta: &DnodePhys,
+        old_root: &BlkPtr,
+        zil_header: &ZilHeader,
+        ctx: &mut SyncCtx,
+    ) -> Result<(BlkPtr, Accounting)> {
+        let txg = ctx.txg;
         let mut acct = self.inner.lock().acct;
-        ctx.kill(&old_root);
+        ctx.kill(old_root);
         // The root block's own cost is counted after it is written.
-        let mut block = encode_objset(&meta);
+        let mut block = encode_objset(meta);
         let pending = sub_acct(add_accts(acct, ctx.acct_add), ctx.acct_sub);
         encode_acct(&mut block, &pending);
         zil_header.encode(&mut block[ZIL_HEADER_OFFSET..ZIL_HEADER_OFFSET + ZilHeader::SIZE]);
@@ -259,6 +343,19 @@ impl ObjectSet {
         )?;
         ctx.born(&root);
         acct = sub_acct(add_accts(acct, ctx.acct_add), ctx.acct_sub);
+        Ok((root, acct))
+    }
+
+    /// The sync is written: its trees become the objects' synced state, their
+    /// syncing layers go, and objects deleted by it (and not since) are forgotten.
+    fn install(
+        &self,
+        meta: DnodePhys,
+        root: BlkPtr,
+        zil_header: ZilHeader,
+        acct: Accounting,
+        new_phys: Vec<(u64, DnodePhys)>,
+    ) {
         // The root block records accounting without itself; add it back on open.
         let mut inner = self.inner.lock();
         inner.meta = meta;
@@ -281,7 +378,6 @@ impl ObjectSet {
                 inner.objects.remove(&id);
             }
         }
-        Ok(root)
     }
 
     /// Replace level-0 pointers (sorted by blkid) in a tree, growing it as needed.

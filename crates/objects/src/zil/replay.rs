@@ -11,9 +11,9 @@
 //!   whose block written by reference does not verify ends the log (see
 //!   `objset::prewrite`).
 
-use super::Record;
+use super::{Record, ZilHeader};
 use crate::objset::{ObjError, ObjectSet, Result};
-use cachalot_pool::PoolError;
+use cachalot_pool::{Dva, Pool, PoolError};
 
 /// What replay found in an intent log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,25 +56,8 @@ impl ObjectSet {
                 Err(e) => {
                     // Unwritten (the usual end of a chain) or unreadable: either
                     // way the chain ends; keep the block as the next one to write.
-                    if !matches!(e, PoolError::Checksum { .. }) {
-                        report.problem = Some(format!("intent log unreadable: {e}; records after txg {committed_txg} are lost"));
-                    } else if pool.is_log_vdev(dva.vdev)
-                        && pool
-                            .read_log_block_raw(&dva)
-                            .is_ok_and(|raw| !crate::zil::looks_unwritten(&raw))
-                    {
-                        // A dedicated log device only ever holds log blocks: other
-                        // bytes where the chain continues mean the device is damaged.
-                        report.problem = Some(format!(
-                            "intent log device is corrupt at vdev {} offset {:#x}; records after txg {committed_txg} may be lost",
-                            dva.vdev, dva.offset
-                        ));
-                    } else if blocks.is_empty() && zh.head_written {
-                        report.problem = Some(format!(
-                            "intent log is corrupt (first block at vdev {} offset {:#x}); records after txg {committed_txg} are lost",
-                            dva.vdev, dva.offset
-                        ));
-                    }
+                    let first = blocks.is_empty();
+                    report.problem = chain_end_problem(&pool, &zh, &dva, &e, first, committed_txg);
                     break Some((dva, seq));
                 }
             };
@@ -96,48 +79,14 @@ impl ObjectSet {
                 if lr.more {
                     continue;
                 }
-                // Blocks written by reference: all read before any record of
-                // the group applies (see `prewrite`).
-                let mut fetched = Vec::new();
-                for rec in &group {
-                    if let Record::WriteRef { bp, .. } = rec {
-                        match self.fetch_write_ref(bp) {
-                            Ok(Some(d)) => fetched.push(d),
-                            r => {
-                                // The chain ends at this group for good (a
-                                // later replay must stop here too), so the log
-                                // starts a new chain; the block this one names
-                                // next is freed with the replayed ones.
-                                report.problem = r.err();
-                                report.records_skipped += group.len();
-                                group.clear();
-                                if after.asize != 0 && pool.claim_log_block(&after) {
-                                    blocks.push(after);
-                                }
-                                break 'chain None;
-                            }
-                        }
+                if !self.replay_group(&mut group, &mut report)? {
+                    // The chain ends at this group for good (a later replay must
+                    // stop here too), so the log starts a new chain; the block
+                    // this one names next is freed with the replayed ones.
+                    if after.asize != 0 && pool.claim_log_block(&after) {
+                        blocks.push(after);
                     }
-                }
-                let mut fetched = fetched.into_iter();
-                for rec in group.drain(..) {
-                    let r = match &rec {
-                        Record::WriteRef { obj, off, len, .. } => {
-                            let d = fetched.next().unwrap_or_default();
-                            let n = (*len as usize).min(d.len());
-                            self.write(*obj, *off, &d[..n])
-                        }
-                        _ => self.apply_logged(&rec),
-                    };
-                    match r {
-                        Ok(()) => report.records_applied += 1,
-                        // The object was created in a txg that never committed
-                        // and its creation was not logged (a change made while
-                        // sync=disabled), so no fsync covering this record
-                        // returned: skip it.
-                        Err(ObjError::NoSuchObject(_)) => report.records_skipped += 1,
-                        Err(e) => return Err(e),
-                    }
+                    break 'chain None;
                 }
             }
             if decoded.next.asize == 0 {
@@ -152,6 +101,47 @@ impl ObjectSet {
         report.records_skipped += group.len();
         self.zil.adopt_replayed(&blocks, next);
         Ok(report)
+    }
+
+    /// Apply a complete group, emptying it. The blocks its writes by reference
+    /// name are all read before any record applies (see `prewrite`): `Ok(false)`
+    /// when one does not verify, the group dropped whole.
+    fn replay_group(&self, group: &mut Vec<Record>, report: &mut ReplayReport) -> Result<bool> {
+        let mut fetched = Vec::new();
+        for rec in group.iter() {
+            if let Record::WriteRef { bp, .. } = rec {
+                match self.fetch_write_ref(bp) {
+                    Ok(Some(d)) => fetched.push(d),
+                    r => {
+                        report.problem = r.err();
+                        report.records_skipped += group.len();
+                        group.clear();
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        let mut fetched = fetched.into_iter();
+        for rec in group.drain(..) {
+            let r = match &rec {
+                Record::WriteRef { obj, off, len, .. } => {
+                    let d = fetched.next().unwrap_or_default();
+                    let n = (*len as usize).min(d.len());
+                    self.write(*obj, *off, &d[..n])
+                }
+                _ => self.apply_logged(&rec),
+            };
+            match r {
+                Ok(()) => report.records_applied += 1,
+                // The object was created in a txg that never committed
+                // and its creation was not logged (a change made while
+                // sync=disabled), so no fsync covering this record
+                // returned: skip it.
+                Err(ObjError::NoSuchObject(_)) => report.records_skipped += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
     }
 
     /// Apply one intent-log record to the open state.
@@ -175,5 +165,41 @@ impl ObjectSet {
             // In memory only: never decoded from a log block.
             Record::WriteLazy { .. } => Err(ObjError::Invalid("unresolved lazy write".into())),
         }
+    }
+}
+
+/// Why a chain that ended at `dva` with `e` lost records, if it did: a block
+/// that is merely unwritten (the usual end of a chain) is no problem. `first`:
+/// no block of the chain was read.
+fn chain_end_problem(
+    pool: &Pool,
+    zh: &ZilHeader,
+    dva: &Dva,
+    e: &PoolError,
+    first: bool,
+    committed_txg: u64,
+) -> Option<String> {
+    if !matches!(e, PoolError::Checksum { .. }) {
+        Some(format!(
+            "intent log unreadable: {e}; records after txg {committed_txg} are lost"
+        ))
+    } else if pool.is_log_vdev(dva.vdev)
+        && pool
+            .read_log_block_raw(dva)
+            .is_ok_and(|raw| !crate::zil::looks_unwritten(&raw))
+    {
+        // A dedicated log device only ever holds log blocks: other
+        // bytes where the chain continues mean the device is damaged.
+        Some(format!(
+            "intent log device is corrupt at vdev {} offset {:#x}; records after txg {committed_txg} may be lost",
+            dva.vdev, dva.offset
+        ))
+    } else if first && zh.head_written {
+        Some(format!(
+            "intent log is corrupt (first block at vdev {} offset {:#x}); records after txg {committed_txg} are lost",
+            dva.vdev, dva.offset
+        ))
+    } else {
+        None
     }
 }
