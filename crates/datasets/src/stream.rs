@@ -24,13 +24,16 @@
 //! are kept: the layers above use them as identities.
 
 use crate::catalog::DatasetKind;
+use crate::dataset::Dataset;
 use crate::error::{Result, StoreError};
 use crate::resume::{ResumePos, ResumeToken, CHECKPOINT_BYTES};
 use crate::store::Store;
 use cachalot_objects::dnode::BONUS_SIZE;
+use cachalot_objects::ObjectSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
+use std::sync::Arc;
 
 const MAGIC: &str = "CACHALOT-STREAM";
 const VERSION: u32 = 1;
@@ -190,6 +193,60 @@ impl FreeRuns {
     }
 }
 
+/// The blocks of object `id` (`bs` bytes each, `size` long) from block `first`
+/// on: every data block the base does not hold as is, and frees of the base's
+/// data where the snapshot has holes (without a base, holes are implicit).
+fn send_blocks(
+    w: &mut Writer,
+    s_os: &ObjectSet,
+    base: Option<&ObjectSet>,
+    id: u64,
+    bs: u64,
+    size: u64,
+    first: u64,
+) -> Result<()> {
+    let nblocks = size.div_ceil(bs);
+    let mut frees = FreeRuns::new(id, bs, size);
+    let mut b = first;
+    while b < nblocks {
+        let (bp, run) = s_os.block_pointer_run(id, b)?;
+        if bp.is_hole() {
+            // A hole subtree at a time; only the base's data in it is freed.
+            let n = run.min(nblocks - b);
+            if let Some(fo) = base {
+                let mut fb = b;
+                while fb < b + n {
+                    let (fbp, frun) = fo.block_pointer_run(id, fb)?;
+                    let m = frun.min(b + n - fb);
+                    if !fbp.is_hole() {
+                        frees.add(w, fb, m)?;
+                    }
+                    fb += m;
+                }
+            }
+            b += n;
+            continue;
+        }
+        if let Some(fo) = base {
+            if fo.block_pointer(id, b)? == bp {
+                b += 1;
+                continue;
+            }
+        }
+        frees.flush(w)?;
+        let off = b * bs;
+        let data = s_os.read(id, off, bs as usize)?;
+        let mut p = Vec::with_capacity(16 + data.len());
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&off.to_le_bytes());
+        p.extend_from_slice(&data);
+        w.record(REC_WRITE, &p)?;
+        b += 1;
+    }
+    frees.flush(w)?;
+    Ok(())
+}
+
 fn u64at(b: &[u8], o: usize) -> Result<u64> {
     b.get(o..o + 8)
         .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
@@ -313,6 +370,35 @@ impl Store {
         self.send_stream(&snap, from.as_deref(), Some(t.pos), out, progress)
     }
 
+    /// The base of an incremental send of `snap` (a snapshot of `fs` taken in
+    /// `txg`): `from` (`@SNAP` or `FS@SNAP`), which must be an older snapshot of
+    /// `fs`. Returns its dataset and guid.
+    fn incremental_source(
+        &self,
+        fs: &str,
+        snap: &str,
+        f: &str,
+        txg: u64,
+    ) -> Result<(Arc<Dataset>, u64)> {
+        let full = if f.starts_with('@') {
+            format!("{fs}{f}")
+        } else {
+            f.to_string()
+        };
+        if !full.starts_with(&format!("{fs}@")) {
+            return Err(StoreError::Invalid(format!(
+                "incremental source '{f}' is not a snapshot of '{fs}'"
+            )));
+        }
+        let fi = self.snapshot_record(&full)?;
+        if fi.txg >= txg {
+            return Err(StoreError::Invalid(format!(
+                "'{full}' is not older than '{snap}'"
+            )));
+        }
+        Ok((self.snapshot_dataset(&full)?, fi.guid))
+    }
+
     fn send_stream(
         &self,
         snap: &str,
@@ -328,23 +414,8 @@ impl Store {
         let s_ds = self.snapshot_dataset(snap)?;
         let (f_ds, from_guid) = match from {
             Some(f) => {
-                let full = if f.starts_with('@') {
-                    format!("{fs}{f}")
-                } else {
-                    f.to_string()
-                };
-                if !full.starts_with(&format!("{fs}@")) {
-                    return Err(StoreError::Invalid(format!(
-                        "incremental source '{f}' is not a snapshot of '{fs}'"
-                    )));
-                }
-                let fi = self.snapshot_record(&full)?;
-                if fi.txg >= to_info.txg {
-                    return Err(StoreError::Invalid(format!(
-                        "'{full}' is not older than '{snap}'"
-                    )));
-                }
-                (Some(self.snapshot_dataset(&full)?), fi.guid)
+                let (ds, guid) = self.incremental_source(fs, snap, f, to_info.txg)?;
+                (Some(ds), guid)
             }
             None => (None, 0),
         };
@@ -409,7 +480,6 @@ impl Store {
             w.record(REC_OBJECT, &obj)?;
             w.stats.objects += 1;
             let bs = si.blksz as u64;
-            let nblocks = si.size.div_ceil(bs);
             // Against those blocks: holes free what the base has there, and a
             // block pointer equal to the base's is the same data (same address
             // and birth). Without them holes are implicit.
@@ -417,47 +487,11 @@ impl Store {
                 (Some(f), true) => Some(f.objset()),
                 _ => None,
             };
-            let mut frees = FreeRuns::new(id, bs, si.size);
-            let mut b = match resume_at {
+            let first = match resume_at {
                 Some(p) if p.object == id => p.offset.div_ceil(bs),
                 _ => 0,
             };
-            while b < nblocks {
-                let (bp, run) = s_os.block_pointer_run(id, b)?;
-                if bp.is_hole() {
-                    // A hole subtree at a time; only the base's data in it is freed.
-                    let n = run.min(nblocks - b);
-                    if let Some(fo) = base {
-                        let mut fb = b;
-                        while fb < b + n {
-                            let (fbp, frun) = fo.block_pointer_run(id, fb)?;
-                            let m = frun.min(b + n - fb);
-                            if !fbp.is_hole() {
-                                frees.add(&mut w, fb, m)?;
-                            }
-                            fb += m;
-                        }
-                    }
-                    b += n;
-                    continue;
-                }
-                if let Some(fo) = base {
-                    if fo.block_pointer(id, b)? == bp {
-                        b += 1;
-                        continue;
-                    }
-                }
-                frees.flush(&mut w)?;
-                let off = b * bs;
-                let data = s_os.read(id, off, bs as usize)?;
-                let mut p = Vec::with_capacity(16 + data.len());
-                p.extend_from_slice(&id.to_le_bytes());
-                p.extend_from_slice(&off.to_le_bytes());
-                p.extend_from_slice(&data);
-                w.record(REC_WRITE, &p)?;
-                b += 1;
-            }
-            frees.flush(&mut w)?;
+            send_blocks(&mut w, s_os, base, id, bs, si.size, first)?;
         }
         let mut end = Vec::with_capacity(40);
         end.extend_from_slice(&(w.stats.records + 1).to_le_bytes());

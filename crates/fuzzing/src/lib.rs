@@ -109,7 +109,7 @@ pub fn l2arc_header(data: &[u8]) {
     cachalot_objects::l2arc::fuzz_batch_header(data);
 }
 
-/// Magic of intent-log blocks (`zil.rs`).
+/// Magic of intent-log blocks (`objects/src/zil/format.rs`).
 const ZIL_MAGIC: u64 = 0x0031_435a_4843_4143;
 
 /// An intent-log block, with magic, guid, sequence and checksum made valid so

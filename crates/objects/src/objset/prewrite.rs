@@ -323,7 +323,7 @@ impl ObjectSet {
     /// completed (the block and the log block are flushed together): the log ends
     /// there, as at an unwritten log block, and no checksum error is counted.
     /// `Err`: the block overlaps live data (damage, reported).
-    pub(super) fn fetch_write_ref(
+    pub(crate) fn fetch_write_ref(
         &self,
         bp: &BlkPtr,
     ) -> std::result::Result<Option<Vec<u8>>, String> {

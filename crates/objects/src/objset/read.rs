@@ -18,6 +18,7 @@ use crate::dnode::*;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::executor::IoExecutor;
 use cachalot_pool::{BlkPtr, SharedReadHold};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// How a tree walk reads indirect blocks: for a waiting reader, or ahead of one.
@@ -174,6 +175,88 @@ impl ObjectSet {
                 break;
             }
         }
+    }
+}
+
+impl ObjectSet {
+    /// The last synced pointer of level-0 block `blkid` of object `id` (for a
+    /// snapshot: its tree). Send compares these to skip unchanged blocks.
+    pub fn block_pointer(&self, id: u64, blkid: u64) -> Result<BlkPtr> {
+        Ok(self.block_pointer_run(id, blkid)?.0)
+    }
+
+    /// The synced pointer of block `blkid` of object `id` and how many blocks from
+    /// `blkid` on it stands for (see `lookup_run`).
+    pub fn block_pointer_run(&self, id: u64, blkid: u64) -> Result<(BlkPtr, u64)> {
+        let phys = {
+            let mut inner = self.inner.lock();
+            self.load(&mut inner, id)?.phys.clone()
+        };
+        self.lookup_run(&phys, blkid)
+    }
+
+    /// Data and hole runs of blocks `first..=last` of object `id` as the object
+    /// reads now: the open layer first, then the syncing layer, then the synced
+    /// tree (so writes and punches not yet committed are seen). Each run is
+    /// `(first block, block count, holds data)`; adjacent runs of one kind are
+    /// merged. A dirty record of zeros counts as data until a sync turns it into a
+    /// hole. Work is bounded by the dirty records and data blocks in the range:
+    /// holes in the tree are skipped a subtree at a time.
+    pub fn allocation_runs(&self, id: u64, first: u64, last: u64) -> Result<Vec<(u64, u64, bool)>> {
+        if last < first {
+            return Ok(Vec::new());
+        }
+        // What the layers say, taken under the lock; the tree is walked without it.
+        let (phys, overrides, free_from) = {
+            let mut inner = self.inner.lock();
+            let st = self.load(&mut inner, id)?;
+            let open_ff = st.open.free_from.unwrap_or(u64::MAX);
+            let mut overrides: BTreeMap<u64, bool> = BTreeMap::new();
+            let mut free_from = open_ff;
+            if let Some(sy) = st.syncing.as_deref() {
+                for (b, r) in sy.records.range(first..=last) {
+                    if *b < open_ff {
+                        overrides.insert(*b, !r.is_empty());
+                    }
+                }
+                free_from = free_from.min(sy.free_from.unwrap_or(u64::MAX));
+            }
+            for (b, r) in st.open.records.range(first..=last) {
+                overrides.insert(*b, !r.is_empty());
+            }
+            (st.phys.clone(), overrides, free_from)
+        };
+        let mut runs: Vec<(u64, u64, bool)> = Vec::new();
+        let mut push = |start: u64, n: u64, data: bool| {
+            if n == 0 {
+                return;
+            }
+            match runs.last_mut() {
+                Some(l) if l.2 == data && l.0 + l.1 == start => l.1 += n,
+                _ => runs.push((start, n, data)),
+            }
+        };
+        let mut b = first;
+        while b <= last {
+            // The tree's answer for a run starting at b, cut at the layers' free_from.
+            let (data, mut n) = if b >= free_from {
+                (false, last - b + 1)
+            } else {
+                let (bp, run) = self.lookup_run(&phys, b)?;
+                (!bp.is_hole(), run.max(1).min(free_from - b))
+            };
+            n = n.min(last - b + 1);
+            let end = b + n;
+            let mut pos = b;
+            for (ob, odata) in overrides.range(b..end) {
+                push(pos, ob - pos, data);
+                push(*ob, 1, *odata);
+                pos = ob + 1;
+            }
+            push(pos, end - pos, data);
+            b = end;
+        }
+        Ok(runs)
     }
 }
 
