@@ -30,6 +30,7 @@ mod read;
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, BlockType, Compression, PoolError, WriteOpts};
 use parking_lot::{Mutex, RwLock};
+pub use read::ReadFrom;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
