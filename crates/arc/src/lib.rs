@@ -497,12 +497,16 @@ impl<K: Hash + Eq + Clone> Inner<K> {
         }
     }
 
-    fn get(&mut self, key: &K, kind: Kind) -> Option<(Value, bool)> {
+    /// `count_miss`: a miss is counted (false: the caller reads on, and that
+    /// read counts it).
+    fn get(&mut self, key: &K, kind: Kind, count_miss: bool) -> Option<(Value, bool)> {
         let (c, d) = kind.index();
         let i = match self.map.get(key) {
             Some(&i) if !self.node(i).list.is_ghost() => i,
             _ => {
-                self.counters.misses[c][d] += 1;
+                if count_miss {
+                    self.counters.misses[c][d] += 1;
+                }
                 return None;
             }
         };
@@ -697,14 +701,22 @@ impl<K: Hash + Eq + Clone + Send> Arc<K> {
     /// crate docs). A key that is only a ghost is a miss; the ghost is
     /// noticed (and `p` adapted) by the [`Arc::insert`] that follows.
     pub fn get(&self, key: &K, kind: Kind) -> Option<Value> {
-        self.inner.lock().get(key, kind).map(|(v, _)| v)
+        self.inner.lock().get(key, kind, true).map(|(v, _)| v)
     }
 
     /// [`Arc::get`], also saying whether the hit is the first demand use of
     /// an entry a prefetch brought in (the read the prefetch was for: what
     /// makes read-ahead's effect visible in statistics).
     pub fn get_traced(&self, key: &K, kind: Kind) -> Option<(Value, bool)> {
-        self.inner.lock().get(key, kind)
+        self.inner.lock().get(key, kind, true)
+    }
+
+    /// [`Arc::get_traced`] for a probe that reads on when it misses (a read
+    /// that must not wait for a device tries the cache first): a hit counts
+    /// and is a use; a miss is not counted, so the read that follows it
+    /// counts the one miss.
+    pub fn get_if_cached(&self, key: &K, kind: Kind) -> Option<(Value, bool)> {
+        self.inner.lock().get(key, kind, false)
     }
 
     /// Caches `value` under `key`, normally after a [`Arc::get`] miss.

@@ -25,7 +25,7 @@ use crate::catalog::DatasetKind;
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 use cachalot_objects::zil::{CommitOutcome, Record};
-use cachalot_objects::{ObjectInfo, ObjectSet, Payload};
+use cachalot_objects::{ObjectInfo, ObjectSet, Payload, ReadFrom};
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
@@ -389,9 +389,32 @@ impl Dataset {
         self.store()?;
         let t0 = std::time::Instant::now();
         let data = self.objset.read(obj, off, len)?;
-        self.ops
-            .record(&[&self.name(), "read"], data.len() as u64, t0.elapsed());
+        self.record_read(data.len(), t0);
         Ok(data)
+    }
+
+    /// `read` with the whole records it covers shared, not copied
+    /// (`ObjectSet::read_payload`). None when `from` is `Memory` and a record
+    /// would have to come from a device (not counted as a read).
+    pub fn read_payload(
+        &self,
+        obj: u64,
+        off: u64,
+        len: usize,
+        from: ReadFrom,
+    ) -> Result<Option<Payload<'static>>> {
+        self.store()?;
+        let t0 = std::time::Instant::now();
+        let data = self.objset.read_payload(obj, off, len, from)?;
+        if let Some(d) = &data {
+            self.record_read(d.len(), t0);
+        }
+        Ok(data)
+    }
+
+    fn record_read(&self, len: usize, t0: std::time::Instant) {
+        self.ops
+            .record(&[&self.name(), "read"], len as u64, t0.elapsed());
     }
 
     pub fn truncate(&self, obj: u64, size: u64) -> Result<()> {

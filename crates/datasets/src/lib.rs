@@ -15,7 +15,7 @@ pub mod store;
 pub mod stream;
 mod volume;
 
-pub use cachalot_objects::Payload;
+pub use cachalot_objects::{Payload, ReadFrom};
 pub use catalog::DatasetKind;
 pub use dataset::{Dataset, SyncPolicy, Tx};
 pub use error::{ErrorKind, Result, StoreError};

@@ -4,8 +4,9 @@
 //! Invariants: a device checks every range itself (`OutOfRange`) as well; the
 //! server checks first so that nothing is allocated for a bad request.
 
-use cachalot_zvol::{Extent, ExtentKind, Payload, Result, Zvol, ZvolError};
+use cachalot_zvol::{Extent, ExtentKind, Payload, ReadFrom, Result, Zvol, ZvolError};
 use parking_lot::Mutex;
+use std::sync::Arc;
 
 pub trait Device: Send + Sync {
     fn name(&self) -> String;
@@ -13,7 +14,9 @@ pub trait Device: Send + Sync {
     fn block_size(&self) -> u32;
     fn is_readonly(&self) -> bool;
     fn write_cache(&self) -> bool;
-    fn read(&self, off: u64, len: usize) -> Result<Vec<u8>>;
+    /// The bytes, whole blocks shared from the cache (a reply is sent from
+    /// them). None when `from` is `Memory` and a block is not in memory.
+    fn read(&self, off: u64, len: usize, from: ReadFrom) -> Result<Option<Payload<'static>>>;
     /// Owned block-sized pieces (`Payload::read_from` with `block_size`) are
     /// stored without a copy by a `Zvol`.
     fn write(&self, off: u64, data: Payload<'_>, fua: bool) -> Result<()>;
@@ -39,8 +42,8 @@ impl Device for Zvol {
     fn write_cache(&self) -> bool {
         Zvol::write_cache(self)
     }
-    fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
-        Zvol::read(self, off, len)
+    fn read(&self, off: u64, len: usize, from: ReadFrom) -> Result<Option<Payload<'static>>> {
+        Zvol::read_payload(self, off, len, from)
     }
     fn write(&self, off: u64, data: Payload<'_>, fua: bool) -> Result<()> {
         Zvol::write(self, off, data, fua)
@@ -109,9 +112,10 @@ impl Device for MemDevice {
     fn write_cache(&self) -> bool {
         true
     }
-    fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
+    fn read(&self, off: u64, len: usize, _from: ReadFrom) -> Result<Option<Payload<'static>>> {
         let (a, z) = self.check(off, len as u64)?;
-        Ok(self.data.lock()[a..z].to_vec())
+        let bytes: Arc<[u8]> = self.data.lock()[a..z].into();
+        Ok(Some(vec![bytes].into()))
     }
     fn write(&self, off: u64, data: Payload<'_>, _fua: bool) -> Result<()> {
         let (a, z) = self.check(off, data.len() as u64)?;

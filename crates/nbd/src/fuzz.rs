@@ -53,7 +53,13 @@ pub fn fuzz_session(data: &[u8]) {
     };
     let mut s = Duplex { input: data };
     if let Ok(Some(neg)) = negotiate(&mut s, &exports) {
-        let _ = serve(&mut s, io::sink(), &neg, 0, no_observer());
+        let _ = serve(
+            &mut io::BufReader::new(s),
+            io::sink(),
+            &neg,
+            0,
+            no_observer(),
+        );
     }
 }
 

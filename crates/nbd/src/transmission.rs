@@ -13,15 +13,22 @@
 //!   charged to a budget (`INFLIGHT_BYTES`) before they are allocated.
 //! - A reply is written whole under the connection's writer lock, so replies of
 //!   concurrent workers never interleave.
+//! - A read whose blocks are all in memory is served by the reading thread
+//!   itself (no hand-off to a worker, no wake-up); its reply waits in
+//!   `Replies::pending` and goes out with the others in one write, at the
+//!   latest when the reader has no whole request buffered (before it could
+//!   block on the socket) or a worker sends its own reply.
+//! - A read reply is sent from the cache's blocks as they are (`Payload`
+//!   pieces): no copy into a reply buffer.
 //! - FLUSH and FUA go through the device's intent-log commit; a FLUSH covers
 //!   every write answered before it arrived (the device commits all it logged).
 
 use crate::device::Device;
 use crate::handshake::Negotiated;
 use crate::proto::*;
-use cachalot_zvol::{ExtentKind, Payload, ZvolError};
+use cachalot_zvol::{ExtentKind, Payload, ReadFrom, ZvolError};
 use parking_lot::{Condvar, Mutex};
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +39,10 @@ const INFLIGHT_BYTES: u64 = 64 << 20;
 const MAX_STATUS_RANGE: u64 = 1 << 30;
 /// Most descriptors in one BLOCK_STATUS reply.
 const MAX_DESCRIPTORS: usize = 8192;
+/// Bytes of replies the reader keeps back to send together, at most.
+const PENDING_BYTES: usize = 1 << 20;
+/// Slices in one `writev` (Linux's IOV_MAX).
+const MAX_IOV: usize = 1024;
 
 /// Sees each completed request: (op, offset, length, latency, failed).
 pub type Observe = Arc<dyn Fn(&'static str, u64, u64, Duration, bool) + Send + Sync>;
@@ -65,7 +76,7 @@ impl Budget {
 /// The answer to one request.
 pub enum Outcome {
     Done,
-    Data(Vec<u8>),
+    Data(Payload<'static>),
     Status(Vec<(u32, u32)>),
     Error(u32, String),
 }
@@ -146,12 +157,27 @@ fn zvol_errno(kind: u16, e: &ZvolError) -> u32 {
     }
 }
 
+/// A validated READ served from memory only: None when a block would have
+/// to come from a device (a worker then runs it with `execute`).
+fn execute_from_memory(dev: &dyn Device, req: &Request) -> Option<Outcome> {
+    match dev.read(req.offset, req.length as usize, ReadFrom::Memory) {
+        Ok(Some(p)) => Some(Outcome::Data(p)),
+        Ok(None) => None,
+        Err(e) => Some(Outcome::Error(zvol_errno(req.kind, &e), e.to_string())),
+    }
+}
+
 /// Run one validated request against the device.
 pub fn execute(dev: &dyn Device, req: &Request, payload: Payload<'_>) -> Outcome {
     let fua = req.flags & CMD_FLAG_FUA != 0;
     let (off, len) = (req.offset, req.length as u64);
     let r = match req.kind {
-        CMD_READ => return result(req.kind, dev.read(off, len as usize).map(Outcome::Data)),
+        CMD_READ => {
+            let read = dev.read(off, len as usize, ReadFrom::Anywhere);
+            // `Anywhere` always reads: None would be a device's bug.
+            let read = read.map(|p| Outcome::Data(p.unwrap_or_default()));
+            return result(req.kind, read);
+        }
         CMD_WRITE => dev.write(off, payload, fua),
         CMD_FLUSH => dev.flush(),
         CMD_TRIM => dev.discard(off, len, fua),
@@ -207,7 +233,7 @@ fn block_status(
 /// no copy into the header's buffer).
 pub struct Reply {
     pub head: Vec<u8>,
-    pub data: Vec<u8>,
+    pub data: Payload<'static>,
 }
 
 /// Serialize the reply to `req`.
@@ -215,9 +241,9 @@ pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Reply {
     let chunked = structured && matches!(req.kind, CMD_READ | CMD_BLOCK_STATUS);
     if !chunked {
         let (err, data) = match out {
-            Outcome::Done | Outcome::Status(_) => (0, Vec::new()),
+            Outcome::Done | Outcome::Status(_) => (0, Payload::default()),
             Outcome::Data(d) => (0, d),
-            Outcome::Error(e, _) => (e, Vec::new()),
+            Outcome::Error(e, _) => (e, Payload::default()),
         };
         let mut b = Vec::with_capacity(16);
         b.extend_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
@@ -261,23 +287,55 @@ pub fn encode_reply(req: &Request, structured: bool, out: Outcome) -> Reply {
     };
     Reply {
         head,
-        data: Vec::new(),
+        data: Payload::default(),
     }
 }
 
-/// Write header and data with as few system calls as the stream allows.
-fn write_reply<W: Write>(w: &mut W, r: &Reply) -> io::Result<()> {
-    let (mut a, mut b) = (&r.head[..], &r.data[..]);
-    while !a.is_empty() {
-        let n = w.write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        let from_a = n.min(a.len());
-        a = &a[from_a..];
-        b = &b[n - from_a..];
+/// The connection's writing side: its stream and the replies the reader
+/// served itself and keeps back (see the module invariants).
+struct Replies<W> {
+    w: W,
+    pending: Vec<Reply>,
+    pending_bytes: usize,
+}
+
+impl<W: Write> Replies<W> {
+    fn push(&mut self, r: Reply) {
+        self.pending_bytes += r.head.len() + r.data.len();
+        self.pending.push(r);
     }
-    w.write_all(b)
+
+    /// Send every pending reply, in as few system calls as the stream allows.
+    fn send(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Replies { w, pending, .. } = self;
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(pending.len() * 2);
+        for r in pending.iter() {
+            slices.push(IoSlice::new(&r.head));
+            slices.extend(r.data.slices().map(IoSlice::new));
+        }
+        let res = write_all_vectored(w, &mut slices).and_then(|_| w.flush());
+        drop(slices);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        res
+    }
+}
+
+/// `write_all` over many slices, at most `MAX_IOV` per system call.
+fn write_all_vectored<W: Write>(w: &mut W, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(&bufs[..bufs.len().min(MAX_IOV)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 struct Job {
@@ -291,33 +349,38 @@ struct Job {
 /// Serve requests until DISC, end of stream or an unrecoverable error. With
 /// `workers == 0` every request runs on the reading thread (fuzzing, tests).
 pub fn serve<R: Read, W: Write + Send + 'static>(
-    r: &mut R,
+    r: &mut BufReader<R>,
     w: W,
     neg: &Negotiated,
     workers: usize,
     observer: Observe,
 ) -> io::Result<()> {
-    let writer = Arc::new(Mutex::new(w));
+    let replies = Arc::new(Mutex::new(Replies {
+        w,
+        pending: Vec::new(),
+        pending_bytes: 0,
+    }));
     let budget = Arc::new(Budget {
         used: Mutex::new(0),
         freed: Condvar::new(),
     });
-    let run = {
-        let writer = writer.clone();
+    // Reply to a request (sent now with any kept back if `send`, else kept
+    // back), free its budget, observe it.
+    let answer = {
+        let replies = replies.clone();
         let budget = budget.clone();
-        let dev = neg.dev.clone();
         let structured = neg.structured;
-        let observer = observer.clone();
-        move |job: Job| -> io::Result<()> {
-            let out = match job.refused {
-                Some((e, m)) => Outcome::Error(e, m),
-                None => execute(dev.as_ref(), &job.req, job.payload),
-            };
+        move |job: &Job, out: Outcome, send: bool| -> io::Result<()> {
             let error = matches!(out, Outcome::Error(..));
             let reply = encode_reply(&job.req, structured, out);
             let res = {
-                let mut w = writer.lock();
-                write_reply(&mut *w, &reply).and_then(|_| w.flush())
+                let mut rp = replies.lock();
+                rp.push(reply);
+                if send || rp.pending_bytes >= PENDING_BYTES {
+                    rp.send()
+                } else {
+                    Ok(())
+                }
             };
             budget.release(job.charged);
             let len = if job.req.kind == CMD_FLUSH {
@@ -335,11 +398,24 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
             res
         }
     };
+    let run = {
+        let answer = answer.clone();
+        let dev = neg.dev.clone();
+        move |mut job: Job| -> io::Result<()> {
+            let out = match job.refused.take() {
+                Some((e, m)) => Outcome::Error(e, m),
+                None => execute(dev.as_ref(), &job.req, std::mem::take(&mut job.payload)),
+            };
+            answer(&job, out, true)
+        }
+    };
+    let send_pending = || replies.lock().send();
     if workers == 0 {
-        return read_loop(r, neg, &budget, &mut |job| run(job));
+        return read_loop(r, neg, &budget, &send_pending, &mut |job| run(job));
     }
     let (tx, rx) = crossbeam_channel::bounded::<Job>(workers * 2);
     let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dev = neg.dev.clone();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let rx = rx.clone();
@@ -354,26 +430,37 @@ pub fn serve<R: Read, W: Write + Send + 'static>(
             });
         }
         drop(rx);
-        let res = read_loop(r, neg, &budget, &mut |job| {
+        let res = read_loop(r, neg, &budget, &send_pending, &mut |job| {
             if failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return Err(io::Error::new(io::ErrorKind::BrokenPipe, "reply failed"));
+            }
+            if job.req.kind == CMD_READ && job.refused.is_none() {
+                if let Some(out) = execute_from_memory(dev.as_ref(), &job.req) {
+                    return answer(&job, out, false);
+                }
             }
             tx.send(job)
                 .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "workers gone"))
         });
         drop(tx);
-        res
+        // Replies kept back go out even when the client closed its side.
+        res.and(send_pending())
     })
 }
 
 /// Read requests and hand each to `dispatch`; returns at DISC or end of stream.
+/// `send_pending` is called before a read that could block on the stream.
 fn read_loop<R: Read>(
-    r: &mut R,
+    r: &mut BufReader<R>,
     neg: &Negotiated,
     budget: &Budget,
+    send_pending: &dyn Fn() -> io::Result<()>,
     dispatch: &mut dyn FnMut(Job) -> io::Result<()>,
 ) -> io::Result<()> {
     loop {
+        if r.buffer().len() < REQUEST_LEN {
+            send_pending()?;
+        }
         let mut h = [0u8; REQUEST_LEN];
         match r.read_exact(&mut h) {
             Ok(()) => {}
@@ -406,6 +493,12 @@ fn read_loop<R: Read>(
         };
         budget.acquire(charged);
         let mut payload = Payload::default();
+        if has_payload && r.buffer().len() < req.length as usize {
+            if let Err(e) = send_pending() {
+                budget.release(charged);
+                return Err(e);
+            }
+        }
         if has_payload {
             // Read straight into block-sized buffers that become the volume's
             // records as they are (no zero-filled staging buffer, no copy).

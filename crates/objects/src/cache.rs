@@ -207,10 +207,7 @@ impl BlockCache {
         let key = BlockKey::of(bp);
         // `level` is where the block came from: hits in the ARC or the L2ARC,
         // misses (and waits for a prefetch's read) from the pool's devices.
-        if let Some((v, prefetched)) = self.arc.get_traced(&key, kind) {
-            let demand = if prefetched { "prefetched" } else { "demand" };
-            self.accesses
-                .add(&["hit", kind_name, demand, "arc"], 1, v.len() as u64);
+        if let Some(v) = self.arc_hit(self.arc.get_traced(&key, kind), kind_name) {
             return Ok(v);
         }
         let pending = self.inflight.lock().get(&key).cloned();
@@ -237,6 +234,27 @@ impl BlockCache {
                 .insert_with_l2(key, data.clone(), kind, policy.in_l2(kind.class));
         }
         Ok(data)
+    }
+
+    /// A block's logical bytes if the ARC holds them (a hit, counted as
+    /// `read`'s); None without counting a miss: the caller then reads it
+    /// with `read` (which counts the miss), on a thread that may wait.
+    pub fn cached(&self, bp: &BlkPtr) -> Option<Arc<[u8]>> {
+        if bp.is_hole() {
+            return Some(vec![0u8; bp.lsize as usize].into());
+        }
+        let kind = Kind::new(class_of(bp), Demand::Demand);
+        let hit = self.arc.get_if_cached(&BlockKey::of(bp), kind);
+        self.arc_hit(hit, class_name(kind.class))
+    }
+
+    /// Count a demand hit in the ARC (`accesses`).
+    fn arc_hit(&self, hit: Option<(Arc<[u8]>, bool)>, kind_name: &str) -> Option<Arc<[u8]>> {
+        let (v, prefetched) = hit?;
+        let demand = if prefetched { "prefetched" } else { "demand" };
+        self.accesses
+            .add(&["hit", kind_name, demand, "arc"], 1, v.len() as u64);
+        Some(v)
     }
 
     /// Bring a block into the ARC ahead of its demand read, marked as a prefetch

@@ -12,6 +12,7 @@ pub mod zil;
 
 pub use cache::{BlockCache, BlockKey, CachePolicy};
 pub use objset::{
-    traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReplayReport, Result,
+    traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReadFrom, ReplayReport,
+    Result,
 };
 pub use payload::Payload;

@@ -44,6 +44,7 @@ use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::{BlkPtr, Compression, PoolError};
 use compression::CompressionProbe;
 use parking_lot::{Mutex, RwLock};
+pub use read::ReadFrom;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 pub use sync::FreeFn;

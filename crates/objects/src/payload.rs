@@ -163,6 +163,15 @@ impl Payload<'_> {
         out
     }
 
+    /// The bytes in order, as slices: a reply is sent from them as they are.
+    pub fn slices(&self) -> impl Iterator<Item = &[u8]> {
+        let (one, many): (Option<&[u8]>, &[Arc<[u8]>]) = match &self.kind {
+            Kind::Borrowed(d) => (Some(*d), &[]),
+            Kind::Owned { pieces, .. } => (None, pieces),
+        };
+        one.into_iter().chain(many.iter().map(|p| &p[..]))
+    }
+
     /// All the bytes as one vector (tests, small devices).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0; self.len()];

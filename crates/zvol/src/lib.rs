@@ -19,8 +19,8 @@
 //!   (as a ZFS zvol shows the rolled-back contents), so served clients see it.
 
 use cachalot_datasets::dataset::OTYPE_VOLUME;
-pub use cachalot_datasets::Payload;
 use cachalot_datasets::{Dataset, DatasetKind, Store, StoreError, SyncPolicy};
+pub use cachalot_datasets::{Payload, ReadFrom};
 use parking_lot::RwLock;
 use std::sync::Arc;
 
@@ -158,15 +158,37 @@ impl Zvol {
     pub fn read(&self, off: u64, len: usize) -> Result<Vec<u8>> {
         self.check_range(off, len as u64)?;
         let data = self.dataset().read(self.obj, off, len)?;
-        if data.len() != len {
-            // Only a shrink racing this read can do this: never return short data.
+        self.check_read_len(off, len, data.len())?;
+        Ok(data)
+    }
+
+    /// `read` with whole blocks shared from the cache rather than copied (a
+    /// reply is sent from them). None when `from` is `Memory` and a block is
+    /// not in memory: the caller reads again, with `Anywhere`, where it may wait.
+    pub fn read_payload(
+        &self,
+        off: u64,
+        len: usize,
+        from: ReadFrom,
+    ) -> Result<Option<Payload<'static>>> {
+        self.check_range(off, len as u64)?;
+        let data = self.dataset().read_payload(self.obj, off, len, from)?;
+        if let Some(d) = &data {
+            self.check_read_len(off, len, d.len())?;
+        }
+        Ok(data)
+    }
+
+    /// Only a shrink racing a read makes it short: never return short data.
+    fn check_read_len(&self, off: u64, len: usize, got: usize) -> Result<()> {
+        if got != len {
             return Err(ZvolError::OutOfRange {
                 off,
                 len: len as u64,
                 size: self.size(),
             });
         }
-        Ok(data)
+        Ok(())
     }
 
     /// fua: durable before it returns (one intent-log commit). Owned pieces

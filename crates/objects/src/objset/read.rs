@@ -15,22 +15,27 @@
 use super::{corrupt, resized, LayerHit, ObjectSet, Result};
 use crate::cache::{BlockCache, CachePolicy};
 use crate::dnode::*;
+use crate::payload::{zeroed, Payload};
 use cachalot_pool::blkptr::BLKPTR_SIZE;
 use cachalot_pool::executor::IoExecutor;
 use cachalot_pool::{BlkPtr, SharedReadHold};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// How a tree walk reads indirect blocks: for a waiting reader, or ahead of one.
+/// How a tree walk reads indirect blocks: for a waiting reader, ahead of one,
+/// or from the ARC only (for a reader that must not wait).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Want {
     Demand,
     Prefetch,
+    Cached,
 }
 
 /// Walk a tree to the pointer of level-0 block `blkid`, and say for how many
 /// blocks from `blkid` on the answer holds: 1 for data, the rest of the hole's
 /// subtree for a hole (so sparse ranges are skipped a subtree at a time).
+/// 0 blocks: the walk stopped at an indirect block it could not have (a
+/// failed prefetch; for `Cached`, one not in the ARC). `Demand` never stops.
 pub(super) fn walk(
     cache: &BlockCache,
     phys: &DnodePhys,
@@ -50,7 +55,11 @@ pub(super) fn walk(
             // demand read will meet (and report) the error.
             Want::Prefetch => match cache.prefetch(&bp, policy) {
                 Some(b) => b,
-                None => return Ok((BlkPtr::HOLE, 1)),
+                None => return Ok((BlkPtr::HOLE, 0)),
+            },
+            Want::Cached => match cache.cached(&bp) {
+                Some(b) => b,
+                None => return Ok((BlkPtr::HOLE, 0)),
             },
         };
         if block.len() != INDIRECT_SIZE {
@@ -83,9 +92,91 @@ pub(super) fn tree_record(
     Ok(Some(cache.read(&bp, policy)?))
 }
 
+/// `tree_record` from the ARC only: None when a block on the way (or the
+/// record) is not cached, or is damaged (the demand read then reports it).
+fn cached_tree_record(
+    cache: &BlockCache,
+    phys: &DnodePhys,
+    blkid: u64,
+    policy: CachePolicy,
+) -> Option<Option<Arc<[u8]>>> {
+    match walk(cache, phys, blkid, Want::Cached, policy).ok()? {
+        (_, 0) => None,
+        (bp, _) if bp.is_hole() => Some(None),
+        (bp, _) => cache.cached(&bp).map(Some),
+    }
+}
+
+/// Where a read may take records that no in-memory layer holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// The ARC, else the devices: the caller may wait for I/O.
+    Anywhere,
+    /// The ARC only: a read that would need a device is not done. For a
+    /// thread that must not wait (NBD's request reader serves such reads
+    /// itself and hands the rest to its workers).
+    Memory,
+}
+
+/// Bytes `[a, b)` of one record of a read (`None`: a hole, zeros).
+struct Part {
+    rec: Option<Arc<[u8]>>,
+    a: usize,
+    b: usize,
+}
+
 impl ObjectSet {
     /// Read up to `len` bytes at `offset` (short at the end of the object).
     pub fn read(&self, id: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let parts = self
+            .read_parts(id, offset, len, ReadFrom::Anywhere)?
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(parts.iter().map(|p| p.b - p.a).sum());
+        for p in parts {
+            match p.rec {
+                Some(r) => out.extend_from_slice(&r[p.a..p.b]),
+                None => out.resize(out.len() + p.b - p.a, 0),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `read` without copying whole records: each record the range covers
+    /// whole is a piece of the payload as the cache holds it (shared, so a
+    /// reply can be sent from it); parts of records are copied, holes are
+    /// zero-filled. None when `from` is `Memory` and a record is not in memory.
+    pub fn read_payload(
+        &self,
+        id: u64,
+        offset: u64,
+        len: usize,
+        from: ReadFrom,
+    ) -> Result<Option<Payload<'static>>> {
+        let Some(parts) = self.read_parts(id, offset, len, from)? else {
+            return Ok(None);
+        };
+        let pieces: Vec<Arc<[u8]>> = parts
+            .into_iter()
+            .map(|p| match p.rec {
+                Some(r) if p.a == 0 && p.b == r.len() => r,
+                Some(r) => r[p.a..p.b].into(),
+                None => zeroed(p.b - p.a),
+            })
+            .collect();
+        Ok(Some(pieces.into()))
+    }
+
+    /// The records of a read, in order. A `Memory` read also walks the tree
+    /// through the ARC only, and gives None at the first block it lacks; its
+    /// read-ahead bookkeeping stays done (the `Anywhere` read that follows
+    /// then finds its stream already advanced and queues nothing twice).
+    fn read_parts(
+        &self,
+        id: u64,
+        offset: u64,
+        len: usize,
+        from: ReadFrom,
+    ) -> Result<Option<Vec<Part>>> {
         // The pointers copied below are read without the lock, across commits:
         // hold their space from reuse until the read is done (pool `readhold`).
         let hold = self.cache.pool.hold_reads_shared();
@@ -96,7 +187,7 @@ impl ObjectSet {
             let st = self.load(&mut inner, id)?;
             let size = st.size;
             if offset >= size || len == 0 {
-                return Ok(Vec::new());
+                return Ok(Some(Vec::new()));
             }
             let end = (offset + len as u64).min(size);
             let bs = st.blksz as u64;
@@ -124,14 +215,26 @@ impl ObjectSet {
             .filter(|(_, found)| found.is_none())
             .map(|(b, _)| *b)
             .collect();
-        let mut fetched = {
-            let (cache, phys, blkids) = (self.cache.clone(), phys.clone(), from_tree.clone());
-            io.map(from_tree.len(), move |i| {
-                tree_record(&cache, &phys, blkids[i], policy)
-            })
-        }
-        .into_iter();
-        let mut out = Vec::with_capacity((size - offset) as usize);
+        let fetched: Vec<Result<Option<Arc<[u8]>>>> = match from {
+            ReadFrom::Anywhere => {
+                let (cache, phys, blkids) = (self.cache.clone(), phys.clone(), from_tree.clone());
+                io.map(from_tree.len(), move |i| {
+                    tree_record(&cache, &phys, blkids[i], policy)
+                })
+            }
+            ReadFrom::Memory => {
+                let mut v = Vec::with_capacity(from_tree.len());
+                for b in from_tree {
+                    match cached_tree_record(&self.cache, &phys, b, policy) {
+                        Some(r) => v.push(Ok(r)),
+                        None => return Ok(None),
+                    }
+                }
+                v
+            }
+        };
+        let mut fetched = fetched.into_iter();
+        let mut out = Vec::with_capacity(pieces.len());
         for (blkid, found) in pieces.iter_mut() {
             let rec = match found.take() {
                 Some(r) => r,
@@ -143,13 +246,14 @@ impl ObjectSet {
             let rstart = *blkid * bs;
             let a = offset.max(rstart) - rstart;
             let b = size.min(rstart + bs) - rstart;
-            match rec {
-                Some(r) => out.extend_from_slice(&r[a as usize..b as usize]),
-                None => out.resize(out.len() + (b - a) as usize, 0),
-            }
+            out.push(Part {
+                rec,
+                a: a as usize,
+                b: b as usize,
+            });
         }
         drop(hold);
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Queue background reads of records `blkids` of the tree `phys` into the
@@ -420,6 +524,33 @@ mod tests {
         os.sync(2, &mut |_| {}).unwrap();
         os.txg_committed(2);
         check(&os);
+    }
+
+    /// A `Memory` read of a cold record does no I/O and counts no miss; once
+    /// the record is cached it is served, whole records shared as the ARC
+    /// holds them, parts and holes as copies.
+    #[test]
+    fn a_memory_read_serves_only_what_the_arc_holds() {
+        let (os, id) = cold_object(true);
+        let memory = |off: u64, len: usize| os.read_payload(id, off, len, ReadFrom::Memory);
+        assert!(memory(3 * BS, BS as usize).unwrap().is_none());
+        assert!(!cached(&os, id, 3), "no device read");
+        assert_eq!(
+            os.cache().arc.stats().miss(Kind::DATA),
+            0,
+            "no miss counted"
+        );
+        assert_eq!(read_record(&os, id, 3), record(3));
+        assert_eq!(os.cache().arc.stats().miss(Kind::DATA), 1);
+        let p = memory(3 * BS, BS as usize).unwrap().expect("cached now");
+        assert_eq!(p.to_vec(), record(3));
+        let bp = os.block_pointer(id, 3).unwrap();
+        let arc = os.cache().arc.get(&BlockKey::of(&bp), Kind::DATA).unwrap();
+        assert!(std::ptr::eq(p.slices().next().unwrap(), &arc[..]), "shared");
+        let part = memory(3 * BS + 100, 1000).unwrap().expect("cached");
+        assert_eq!(part.to_vec(), record(3)[100..1100]);
+        // At the end of the object: nothing to read, so nothing missing.
+        assert!(memory(RECORDS * BS, 100).unwrap().unwrap().is_empty());
     }
 
     #[test]
