@@ -178,7 +178,7 @@ fn v4_compound_cost_against_v3() {
     let next16 = || {
         let i = n16.get() + 1;
         n16.set(i);
-        ((i * 37) % 64 * 16384, i % 64 == 0)
+        ((i * 37) % 64 * 16384, i.is_multiple_of(64))
     };
     row(
         &mut rows,
