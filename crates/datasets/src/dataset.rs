@@ -247,7 +247,13 @@ impl Dataset {
     }
 
     pub fn write(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        self.write_inner(obj, off, &data.into(), false, false)
+        self.write_payload(obj, off, &data.into())
+    }
+
+    /// [`Dataset::write`] of a [`Payload`]: its owned record-sized pieces
+    /// become the records without a copy (`ObjectSet::write_payload`).
+    pub fn write_payload(&self, obj: u64, off: u64, data: &Payload<'_>) -> Result<()> {
+        self.write_inner(obj, off, data, false, false)
     }
 
     /// A write that is durable when it returns (O_DSYNC): one log commit, shared

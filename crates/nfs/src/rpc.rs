@@ -182,32 +182,63 @@ pub fn read_record<R: Read>(r: &mut R, max: usize) -> io::Result<Option<Vec<u8>>
 /// before `out` grows.
 pub fn read_record_into<R: Read>(r: &mut R, out: &mut Vec<u8>, max: usize) -> io::Result<bool> {
     out.clear();
+    let Some(first) = read_mark(r)? else {
+        return Ok(false);
+    };
+    read_record_from(r, out, first, max)?;
+    Ok(true)
+}
+
+/// Read a record mark: (fragment length, last fragment?); `None` at a clean
+/// end of stream.
+pub fn read_mark<R: Read>(r: &mut R) -> io::Result<Option<(usize, bool)>> {
+    let mut hdr = [0u8; 4];
+    match r.read_exact(&mut hdr) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let h = u32::from_be_bytes(hdr);
+    Ok(Some((
+        (h & !LAST_FRAGMENT) as usize,
+        h & LAST_FRAGMENT != 0,
+    )))
+}
+
+/// Append to `out` the record whose first fragment's mark, `mark`, was just
+/// read (see [`read_record_into`] for the bounds).
+pub fn read_record_from<R: Read>(
+    r: &mut R,
+    out: &mut Vec<u8>,
+    mut mark: (usize, bool),
+    max: usize,
+) -> io::Result<()> {
     loop {
-        let mut hdr = [0u8; 4];
-        if let Err(e) = r.read_exact(&mut hdr) {
-            if e.kind() == io::ErrorKind::UnexpectedEof && out.is_empty() {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        let h = u32::from_be_bytes(hdr);
-        let len = (h & !LAST_FRAGMENT) as usize;
+        let (len, last) = mark;
         if len > max || out.len() + len > max {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("RPC record larger than {max} bytes"),
             ));
         }
-        let start = out.len();
-        out.reserve_exact(len);
-        r.by_ref().take(len as u64).read_to_end(out)?;
-        if out.len() - start < len {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        read_exact_into(r, out, len)?;
+        if last {
+            return Ok(());
         }
-        if h & LAST_FRAGMENT != 0 {
-            return Ok(true);
-        }
+        mark = read_mark(r)?.ok_or(io::ErrorKind::UnexpectedEof)?;
     }
+}
+
+/// Append exactly `len` bytes of `r` to `out` (into its spare capacity as
+/// it is: no zero-filling).
+pub fn read_exact_into<R: Read>(r: &mut R, out: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    let start = out.len();
+    out.reserve_exact(len);
+    r.by_ref().take(len as u64).read_to_end(out)?;
+    if out.len() - start < len {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
 }
 
 /// Write one record as a single fragment.

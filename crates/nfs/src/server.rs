@@ -23,6 +23,7 @@
 //!   when the server (the daemon) restarts.
 
 use crate::exports::{Exports, FsProvider};
+use crate::handle::Handle;
 use crate::mount::{self, MountList};
 use crate::nfs3::{self, args, Ctx, Note};
 use crate::nfs4;
@@ -30,10 +31,13 @@ use crate::portmap::{self, PortMap};
 use crate::queue::Queue;
 use crate::rpc::{self, BadCall, Call, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
 use crate::stats::Stats;
+use crate::xdr::Reader;
+use cachalot_datasets::Payload;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io;
+use std::io::Read;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -184,6 +188,80 @@ impl Conn {
 struct Job {
     conn: Arc<Conn>,
     record: Vec<u8>,
+    /// A WRITE's data read apart from `record` (see [`read_request`]).
+    data: Option<Payload<'static>>,
+}
+
+/// Records shorter than this are read whole (a WRITE of a few bytes gains
+/// nothing from having its data apart).
+const SPLIT_MIN: usize = 4096;
+/// What of a long record is read before deciding whether it is a WRITE: the
+/// call header and WRITE's arguments take about 200 bytes.
+const SPLIT_HEAD: usize = 512;
+const PROC3_WRITE: u32 = 7;
+
+/// Read the next request into `record` (`Ok(None)`: the peer closed). A
+/// single-fragment NFSv3 WRITE of a shared dataset's file has its data read
+/// apart, in pieces that end where the file's records do (the dataset's
+/// record size from the write's offset), so each whole record's piece becomes
+/// the file's block without another copy (`Fs::write` of a [`Payload`]; the
+/// data was copied once from the connection's buffer into the record before).
+/// `record` then holds the call up to the data's length word and the XDR
+/// padding after the data. Anything else is read whole, as before.
+fn read_request<R: Read>(
+    sh: &Shared,
+    r: &mut R,
+    record: &mut Vec<u8>,
+) -> io::Result<Option<Option<Payload<'static>>>> {
+    record.clear();
+    let Some(mark) = rpc::read_mark(r)? else {
+        return Ok(None);
+    };
+    let (len, last) = mark;
+    if !last || !(SPLIT_MIN..=rpc::MAX_RECORD).contains(&len) {
+        rpc::read_record_from(r, record, mark, rpc::MAX_RECORD)?;
+        return Ok(Some(None));
+    }
+    rpc::read_exact_into(r, record, SPLIT_HEAD)?;
+    // Only data that goes past the head and ends within the record.
+    let split = write_data_at(sh, record)
+        .filter(|(at, dlen, ..)| at + dlen > SPLIT_HEAD && at + dlen <= len);
+    let Some((at, dlen, off, piece)) = split else {
+        rpc::read_exact_into(r, record, len - SPLIT_HEAD)?;
+        return Ok(Some(None));
+    };
+    // The data's first bytes came with the head.
+    let early = record.split_off(at);
+    let rest = (dlen - early.len()) as u64;
+    let mut src = (&early[..]).chain(r.by_ref().take(rest));
+    let data = Payload::read_from(&mut src, off, dlen, piece)?;
+    rpc::read_exact_into(r, record, len - at - dlen)?;
+    Ok(Some(Some(data)))
+}
+
+/// If `head` begins an NFSv3 WRITE call to a file of a dataset this server
+/// knows: where its data starts in `head`, the data's length, the write's
+/// offset and the dataset's record size.
+fn write_data_at(sh: &Shared, head: &[u8]) -> Option<(usize, usize, u64, u64)> {
+    let call = rpc::decode_call(head).ok()?;
+    if (call.prog, call.vers, call.proc_) != (PROG_NFS, 3, PROC3_WRITE) {
+        return None;
+    }
+    let mut r = Reader::new(call.args);
+    let (fh, off, _, _) = args::write_head(&mut r).ok()?;
+    let dlen = r.u32().ok()? as usize;
+    if dlen > args::MAX_IO as usize {
+        return None;
+    }
+    let at = head.len() - r.remaining();
+    let h = Handle::decode(fh)?;
+    let piece = sh
+        .exports
+        .by_id(h.pool_guid, h.ds_id)
+        .ok()?
+        .fs
+        .record_size();
+    Some((at, dlen, off, piece))
 }
 
 /// A running NFS server.
@@ -373,12 +451,9 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
     // handed to the worker with a pipelined one (and replaced by a spare).
     let mut record = Vec::new();
     while !sh.stop.load(Ordering::SeqCst) {
-        if !matches!(
-            rpc::read_record_into(&mut reader, &mut record, rpc::MAX_RECORD),
-            Ok(true)
-        ) {
+        let Ok(Some(data)) = read_request(sh, &mut reader, &mut record) else {
             break;
-        }
+        };
         // A request with nothing else of this connection in flight and nothing
         // more read behind it (a client that waits for each answer) is answered
         // here, saving the two thread hand-offs; anything pipelined goes to the
@@ -387,7 +462,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
         // written, and only this thread queues jobs. A client that stops reading
         // stalls only its own connection (the write has WRITE_TIMEOUT).
         if reader.buffer().is_empty() && *conn.in_flight.lock() == 0 {
-            let reply = handle_record(sh, &conn, &record).unwrap_or_default();
+            let reply = handle_record(sh, &conn, &record, data).unwrap_or_default();
             if !reply.is_empty() && reply.send(&mut inline_wr).is_err() {
                 break;
             }
@@ -406,6 +481,7 @@ fn serve_connection(sh: &Arc<Shared>, s: TcpStream, jobs: Arc<Queue<Job>>) {
         let job = Job {
             conn: conn.clone(),
             record: std::mem::replace(&mut record, conn.take_spare()),
+            data,
         };
         if !jobs.push(job) {
             break;
@@ -441,15 +517,21 @@ fn write_loop(mut s: TcpStream, conn: &Conn) {
 
 fn worker(sh: &Shared, jobs: &Queue<Job>) {
     while let Some(job) = jobs.pop() {
-        let reply = handle_record(sh, &job.conn, &job.record);
+        let reply = handle_record(sh, &job.conn, &job.record, job.data);
         // An empty reply still frees the slot (no bytes are written).
         job.conn.replies.push(Some(reply.unwrap_or_default()));
         job.conn.recycle(job.record);
     }
 }
 
-/// The reply to one record (`None`: drop it).
-fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Reply> {
+/// The reply to one record (`None`: drop it); `data`: a WRITE's data read
+/// apart from it.
+fn handle_record(
+    sh: &Shared,
+    conn: &Conn,
+    record: &[u8],
+    data: Option<Payload<'static>>,
+) -> Option<Reply> {
     let call = match rpc::decode_call(record) {
         Ok(c) => c,
         Err(BadCall::Drop) => return None,
@@ -457,7 +539,7 @@ fn handle_record(sh: &Shared, conn: &Conn, record: &[u8]) -> Option<Reply> {
     };
     let xid = call.xid;
     let res = catch_unwind(AssertUnwindSafe(|| match call.prog {
-        PROG_NFS if call.vers == 3 => nfs_call(sh, conn, &call),
+        PROG_NFS if call.vers == 3 => nfs_call(sh, conn, &call, data),
         PROG_NFS if call.vers == 4 => nfs4_call(sh, conn, &call),
         PROG_NFS => Err(RpcError::ProgMismatch { low: 3, high: 4 }),
         PROG_MOUNT if call.vers == 3 => mount::dispatch(
@@ -530,12 +612,30 @@ fn args_hash(b: &[u8]) -> u64 {
     h.finish()
 }
 
-fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, RpcError> {
+/// A v3 call's arguments: decoded from the record, or a WRITE's head with
+/// the data read apart.
+enum Parsed<'a> {
+    Args(args::Args<'a>),
+    Write(&'a [u8], u64, u32, u32, Payload<'static>),
+}
+
+fn nfs_call(
+    sh: &Shared,
+    conn: &Conn,
+    call: &Call<'_>,
+    data: Option<Payload<'static>>,
+) -> Result<Option<Reply>, RpcError> {
     let start = Instant::now();
-    let parsed = match args::decode(call.proc_, call.args) {
-        None => return Err(RpcError::ProcUnavail),
-        Some(Err(_)) => return Err(RpcError::GarbageArgs),
-        Some(Ok(a)) => a,
+    let parsed = match data {
+        Some(data) => {
+            let (fh, off, count, stable) = args::write_head(&mut Reader::new(call.args))?;
+            Parsed::Write(fh, off, count, stable, data)
+        }
+        None => match args::decode(call.proc_, call.args) {
+            None => return Err(RpcError::ProcUnavail),
+            Some(Err(_)) => return Err(RpcError::GarbageArgs),
+            Some(Ok(a)) => Parsed::Args(a),
+        },
     };
     let client = conn.peer.ip();
     // Only non-idempotent procedures use the duplicate request cache, so only
@@ -557,7 +657,12 @@ fn nfs_call(sh: &Shared, conn: &Conn, call: &Call<'_>) -> Result<Option<Reply>, 
         write_verf: sh.write_verf,
         note: std::cell::RefCell::new(Note::default()),
     };
-    let body = nfs3::dispatch(&ctx, parsed);
+    let body = match parsed {
+        Parsed::Args(a) => nfs3::dispatch(&ctx, a),
+        Parsed::Write(fh, off, count, stable, data) => {
+            nfs3::procs::write(&ctx, fh, off, count, stable, data)
+        }
+    };
     let reply = ok_reply(call.xid, body.buf);
     if let Some(key) = key {
         sh.drc.lock().finish(key, &reply.to_vec());

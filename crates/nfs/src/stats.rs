@@ -94,14 +94,21 @@ impl Stats {
         if bytes > 0 {
             self.bytes.add(&key, 1, bytes);
         }
-        // NFSv4 operations are named `v4.NAME`.
-        let io = match op.strip_prefix("v4.").unwrap_or(op) {
-            "read" => "read",
-            "write" => "write",
-            "commit" => "fsync",
-            _ => return,
+        let Some(f) = file.filter(|_| names.is_mysql()) else {
+            return;
         };
-        if let (true, Some(f)) = (names.is_mysql(), file) {
+        // An NFSv4 COMPOUND is named `v4.OP+OP...`: its READ, WRITE or COMMIT.
+        let io = op
+            .strip_prefix("v4.")
+            .unwrap_or(op)
+            .split('+')
+            .find_map(|o| match o {
+                "read" => Some("read"),
+                "write" => Some("write"),
+                "commit" => Some("fsync"),
+                _ => None,
+            });
+        if let Some(io) = io {
             self.innodb
                 .record(&[f.kind, &f.table, io, share, &f.path], bytes, latency);
         }
@@ -123,5 +130,20 @@ mod tests {
         assert!(db.is_mysql(), "an .ibd marks the share MySQL");
         s.name("t/plain", 1, 2, 1, b"notes.txt");
         assert!(!s.share("t/plain", 1).is_mysql());
+    }
+
+    #[test]
+    fn a_v4_compound_with_a_write_counts_in_innodb_ops() {
+        let s = Stats::new();
+        s.name("t/v4db", 1, 5, 1, b"shop");
+        s.name("t/v4db", 1, 6, 5, b"orders.ibd");
+        let share = Some(("t/v4db", 1));
+        let us = Duration::from_micros(1);
+        s.record("c", share, "v4.putfh+write+getattr", Some(6), 16384, us);
+        s.record("c", share, "v4.putfh+getattr", Some(6), 0, us);
+        let rows = s.innodb.snapshot().rows;
+        let mine: Vec<_> = rows.iter().filter(|r| r.keys[3] == "t/v4db").collect();
+        assert_eq!(mine.len(), 1, "{mine:?}");
+        assert_eq!((mine[0].keys[2].as_str(), mine[0].bytes), ("write", 16384));
     }
 }

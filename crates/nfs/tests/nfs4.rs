@@ -326,3 +326,45 @@ fn a_rebooted_client_replaces_its_old_state() {
         Some(NFS4ERR_BADSESSION)
     );
 }
+
+/// `nfs.ops` counts a COMPOUND once, named by its operations after SEQUENCE,
+/// with the share, the file (named by the OPEN that created it) and the
+/// bytes of its WRITE; not one record per operation (a WRITE after PUTFH
+/// used to be counted with no share or file at all).
+#[test]
+fn a_compound_is_one_nfs_ops_record_with_its_share_and_file() {
+    let env = env_named("anl", SHARE);
+    let mut s = session(&env, b"analytics");
+    s.reclaim_complete().unwrap();
+    let root = s.lookup_path("/anl/fs").unwrap();
+    let (sid, fh) = s.open_create(&root, b"o", "data.bin", 0o644).unwrap();
+    for i in 0..3 {
+        s.write(&fh, sid, i * 4096, &[7u8; 4096], 0).unwrap();
+    }
+    let ops = cachalot_analytics::global().get("nfs.ops").unwrap();
+    let rows: Vec<_> = ops
+        .snapshot()
+        .rows
+        .into_iter()
+        .filter(|r| r.keys[1] == "anl/fs")
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r.keys[2].as_str()).collect();
+    let write = rows
+        .iter()
+        .find(|r| r.keys[2] == "v4.putfh+write")
+        .unwrap_or_else(|| panic!("no COMPOUND record of the writes: {names:?}"));
+    assert_eq!(
+        (write.keys[3].as_str(), write.count, write.bytes),
+        ("/data.bin", 3, 3 * 4096)
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| !["v4.putfh", "v4.write", "v4.sequence"].contains(n)),
+        "one record per COMPOUND, not per operation: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.starts_with("v4.putfh+open+")),
+        "{names:?}"
+    );
+}

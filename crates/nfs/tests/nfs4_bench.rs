@@ -1,6 +1,6 @@
 //! The cost of NFSv4.1's COMPOUND (SEQUENCE + PUTFH + op) against NFSv3's single
 //! procedure on the same server, one connection, loopback: GETATTR, 4 KiB READ
-//! and 4 KiB and 1 MiB UNSTABLE WRITEs. Prints ops/s (median of 5 alternating 1 s rounds,
+//! and 4 KiB and 1 MiB UNSTABLE WRITEs, 16 KiB ones with a COMMIT every 1 MiB. Prints ops/s (median of 5 alternating 1 s rounds,
 //! so a noisy machine hits both versions alike), the v4/v3 ratio, and the server's
 //! CPU per operation (the `nfs-*` threads' run time from /proc, which the test
 //! client's share of the machine does not blur). A measurement, not a check: run it
@@ -169,6 +169,38 @@ fn v4_compound_cost_against_v3() {
             v4(&|o| {
                 o.op(OP_READ).fixed(&sid).u64(at).u32(1);
             })
+        },
+    );
+    // The `bench nfs` row: 16 KiB UNSTABLE writes at scattered offsets, a
+    // COMMIT after every 1 MiB (64 writes).
+    let page = vec![3u8; 16384];
+    let n16 = std::cell::Cell::new(0u64);
+    let next16 = || {
+        let i = n16.get() + 1;
+        n16.set(i);
+        ((i * 37) % 64 * 16384, i.is_multiple_of(64))
+    };
+    row(
+        &mut rows,
+        "write 16K + commit",
+        || {
+            let (at, commit) = next16();
+            let mut c = c3.borrow_mut();
+            c.write(&fh, at, &page, 0).unwrap();
+            if commit {
+                c.commit(&fh).unwrap();
+            }
+        },
+        || {
+            let (at, commit) = next16();
+            v4(&|o| {
+                o.op(OP_WRITE).fixed(&sid).u64(at).u32(0).opaque(&page);
+            });
+            if commit {
+                v4(&|o| {
+                    o.op(OP_COMMIT).u64(0).u32(0);
+                });
+            }
         },
     );
     let big = vec![9u8; 1 << 20];

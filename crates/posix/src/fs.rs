@@ -24,7 +24,7 @@ use crate::error::{Errno, Result};
 use crate::inode::{FileKind, Inode, Timespec};
 use crate::master;
 use crate::objio::{ObjRead, ObjWrite};
-use cachalot_datasets::{Dataset, Store, StoreError};
+use cachalot_datasets::{Dataset, Payload, Store, StoreError};
 use cachalot_objects::ObjectInfo;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::HashMap;
@@ -213,11 +213,11 @@ impl Fs {
     }
 
     /// Write data outside a transaction, with the same retry as `begin`.
-    fn write_data(&self, obj: u64, off: u64, data: &[u8]) -> Result<()> {
-        match self.ds.write(obj, off, data) {
+    fn write_data(&self, obj: u64, off: u64, data: &Payload<'_>) -> Result<()> {
+        match self.ds.write_payload(obj, off, data) {
             Err(e) if is_full(&e) => {
                 self.store.sync()?;
-                Ok(self.ds.write(obj, off, data)?)
+                Ok(self.ds.write_payload(obj, off, data)?)
             }
             r => Ok(r?),
         }
@@ -448,25 +448,40 @@ impl Fs {
     }
 
     /// Write file data; `kill_suid` drops set-user/group-id bits (a write by
-    /// someone other than root, as the kernel asks).
-    pub fn write(&self, obj: u64, off: u64, data: &[u8], kill_suid: bool) -> Result<usize> {
+    /// someone other than root, as the kernel asks). Owned pieces of `data`
+    /// that are exactly a record of the file (read in [`Fs::record_size`]
+    /// pieces at the file offset) become the records without a copy.
+    pub fn write<'a>(
+        &self,
+        obj: u64,
+        off: u64,
+        data: impl Into<Payload<'a>>,
+        kill_suid: bool,
+    ) -> Result<usize> {
         Ok(self.write_dropping_privs(obj, off, data, kill_suid)?.0)
+    }
+
+    /// The dataset's record size: the block size of files of more than one
+    /// block, and so the piece size in which a frontend reads a write's data.
+    pub fn record_size(&self) -> u64 {
+        self.ds.objset().props().recordsize as u64
     }
 
     /// `write`, also saying whether it dropped set-user/group-id bits (a frontend
     /// that caches attributes must then forget the old mode).
-    pub fn write_dropping_privs(
+    pub fn write_dropping_privs<'a>(
         &self,
         obj: u64,
         off: u64,
-        data: &[u8],
+        data: impl Into<Payload<'a>>,
         kill_suid: bool,
     ) -> Result<(usize, bool)> {
+        let data = data.into();
         let end = off.checked_add(data.len() as u64).ok_or(Errno::EFBIG)?;
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
-        self.write_data(obj, off, data)?;
+        self.write_data(obj, off, &data)?;
         let dropped = self.touch_modified(obj, kill_suid)?;
         Ok((data.len(), dropped))
     }
@@ -575,7 +590,7 @@ impl Fs {
         let zeros = vec![0u8; CHUNK as usize];
         while off < end {
             let n = (end - off).min(CHUNK - off % CHUNK);
-            self.write_data(obj, off, &zeros[..n as usize])?;
+            self.write_data(obj, off, &Payload::from(&zeros[..n as usize]))?;
             off += n;
         }
         self.touch_modified(obj, false).map(|_| ())

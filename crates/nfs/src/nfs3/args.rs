@@ -182,6 +182,11 @@ fn mknod_what(r: &mut Reader<'_>) -> XResult<MknodWhat> {
     })
 }
 
+/// WRITE's arguments before its data: (file handle, offset, count, stable).
+pub fn write_head<'a>(r: &mut Reader<'a>) -> XResult<(&'a [u8], u64, u32, u32)> {
+    Ok((fh(r)?, r.u64()?, r.u32()?, r.u32()?))
+}
+
 /// Decode the arguments of procedure `proc_` (`None`: no such procedure).
 pub fn decode(proc_: u32, buf: &[u8]) -> Option<XResult<Args<'_>>> {
     if proc_ > 21 {
@@ -204,13 +209,16 @@ fn decode_known<'a>(proc_: u32, r: &mut Reader<'a>) -> XResult<Args<'a>> {
         4 => Args::Access(fh(r)?, r.u32()?),
         5 => Args::Readlink(fh(r)?),
         6 => Args::Read(fh(r)?, r.u64()?, r.u32()?),
-        7 => Args::Write {
-            fh: fh(r)?,
-            off: r.u64()?,
-            count: r.u32()?,
-            stable: r.u32()?,
-            data: r.opaque(MAX_IO as usize)?,
-        },
+        7 => {
+            let (fh, off, count, stable) = write_head(r)?;
+            Args::Write {
+                fh,
+                off,
+                count,
+                stable,
+                data: r.opaque(MAX_IO as usize)?,
+            }
+        }
         8 => {
             let d = dirop(r)?;
             let how = match r.u32()? {

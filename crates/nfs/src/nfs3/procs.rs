@@ -15,6 +15,7 @@ use super::{
     NFS3ERR_NOT_SYNC, NFS3ERR_PERM, NFS3_OK,
 };
 use crate::xdr::Writer;
+use cachalot_datasets::Payload;
 use cachalot_posix::fs::{MAX_FILE_SIZE, MAX_LINKS};
 use cachalot_posix::{Attr, FileKind, SetAttr, TimeSet};
 
@@ -34,7 +35,7 @@ pub fn dispatch(ctx: &Ctx<'_>, args: Args<'_>) -> Writer {
             count,
             stable,
             data,
-        } => write(ctx, fh, off, count, stable, data),
+        } => write(ctx, fh, off, count, stable, data.into()),
         Args::Create(d, how) => ns::create(ctx, d, how),
         Args::Mkdir(d, s) => ns::mkdir(ctx, d, &s),
         Args::Symlink(d, s, target) => ns::symlink(ctx, d, &s, target),
@@ -284,7 +285,7 @@ pub(crate) fn read_in(n: &Node, off: u64, count: u32) -> Result<Vec<u8>, u32> {
 
 /// Write `data` to regular file `n` at `off`; any `stable` but UNSTABLE
 /// returns after the dataset's intent log is durable (NFSv3 and NFSv4 WRITE).
-pub(crate) fn write_in(n: &Node, off: u64, stable: u32, data: &[u8]) -> Result<usize, u32> {
+pub(crate) fn write_in(n: &Node, off: u64, stable: u32, data: Payload<'_>) -> Result<usize, u32> {
     n.writable()?;
     regular(n, MAY_WRITE)?;
     if stable > FILE_SYNC {
@@ -295,11 +296,12 @@ pub(crate) fn write_in(n: &Node, off: u64, stable: u32, data: &[u8]) -> Result<u
     // kernel asks over FUSE); asked only when there are some, because it
     // rewrites the inode on every write.
     let kill_suid = n.user.uid != 0 && a.mode & (libc::S_ISUID | libc::S_ISGID) != 0;
+    let len = data.len();
     fs.write(a.ino, off, data, kill_suid).map_err(status)?;
     if stable != UNSTABLE {
         fs.fsync().map_err(status)?;
     }
-    Ok(data.len())
+    Ok(len)
 }
 
 /// COMMIT: the dataset's intent log made durable (nothing to do read-only).
@@ -313,7 +315,16 @@ pub(crate) fn commit_in(n: &Node) -> Result<(), u32> {
 pub(crate) const UNSTABLE: u32 = 0;
 const FILE_SYNC: u32 = 2;
 
-fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8]) -> Writer {
+/// WRITE; `data` may be owned record-sized pieces the connection's reader
+/// read apart from the call (see `server::read_request`).
+pub(crate) fn write(
+    ctx: &Ctx<'_>,
+    fh: &[u8],
+    off: u64,
+    count: u32,
+    stable: u32,
+    data: Payload<'_>,
+) -> Writer {
     let mut w = Writer::new();
     let Some(n) = resolve_or_reply(ctx, fh, &mut w) else {
         return w;
@@ -326,7 +337,13 @@ fn write(ctx: &Ctx<'_>, fh: &[u8], off: u64, count: u32, stable: u32, data: &[u8
             if stable > FILE_SYNC || (count as usize) > data.len() {
                 return Err(NFS3ERR_INVAL);
             }
-            write_in(&n, off, stable, &data[..count as usize])
+            if (count as usize) < data.len() {
+                // Fewer bytes than sent are to be written (no client does this).
+                let mut some = data.to_vec();
+                some.truncate(count as usize);
+                return write_in(&n, off, stable, some[..].into());
+            }
+            write_in(&n, off, stable, data)
         });
     let post = n.reload();
     let st = res.as_ref().map_or_else(|s| *s, |_| NFS3_OK);

@@ -132,8 +132,8 @@ pub const OP_DESTROY_CLIENTID: u32 = 57;
 pub const OP_RECLAIM_COMPLETE: u32 = 58;
 pub const OP_ILLEGAL: u32 = 10044;
 
-/// The analytics name of an operation, `v4.NAME` (`nfs.ops`): a static
-/// string, so recording an operation formats nothing.
+/// The analytics name of an operation, `v4.NAME`: a static string, from
+/// which a COMPOUND's `nfs.ops` name is made (`nfs4::OpsName`).
 pub fn stat_name(op: u32) -> &'static str {
     const NAMES: [&str; 59] = [
         "",

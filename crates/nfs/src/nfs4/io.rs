@@ -262,7 +262,7 @@ impl Compound<'_, '_> {
         w: &mut Writer,
     ) -> OpResult {
         let n = self.io_node(sid, true)?;
-        let len = procs::write_in(&n, off, stable, data)?;
+        let len = procs::write_in(&n, off, stable, data.into())?;
         self.ctx.note.borrow_mut().bytes = len as u64;
         let committed = if stable == procs::UNSTABLE {
             0

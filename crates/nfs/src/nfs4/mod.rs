@@ -61,13 +61,16 @@ pub struct Compound<'c, 'a> {
 
 /// A hash of a COMPOUND's arguments, kept with its slot to tell a retry from
 /// a false retry. Only the first and last `SAMPLE` bytes and the length are
-/// hashed. A false retry (the slot's sequence id again with other arguments) is a client bug
-/// the server MAY detect (RFC 8881 section 2.10.6.1.3.1); hashing every byte
-/// cost about 1 ms of CPU per 1 MiB WRITE, a quarter of the v4.1 write path.
-/// The head holds every operation's number and arguments but a WRITE's bulk
-/// data, so a retry of other operations, offsets or files is still caught.
+/// hashed. A false retry (the slot's sequence id again with other arguments)
+/// is a client bug the server MAY detect (RFC 8881 section 2.10.6.1.3.1);
+/// hashing every byte cost about 1 ms of CPU per 1 MiB WRITE, and 4 KiB
+/// samples still a tenth of a 16 KiB WRITE's CPU (SipHash, perf). The head
+/// holds SEQUENCE, PUTFH and a WRITE's arguments but its data (about 250
+/// bytes), the tail what follows the data, so a retry of other operations,
+/// offsets or files is still caught; a COMPOUND of up to 1 KiB, most that
+/// carry no data, is hashed whole.
 fn args_hash(b: &[u8]) -> u64 {
-    const SAMPLE: usize = 4096;
+    const SAMPLE: usize = 512;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     b.len().hash(&mut h);
     if b.len() <= 2 * SAMPLE {
@@ -119,9 +122,10 @@ pub fn compound(
         cur_sid: None,
         putfh_resolved: Default::default(),
     };
-    // One clock read per operation: each ends where the next starts.
-    let mut start = Instant::now();
+    let start = Instant::now();
     st.expire(start);
+    // The COMPOUND's operations, for its one `nfs.ops` record.
+    let mut name = OpsName::default();
     let mut guard: Option<SlotGuard> = None;
     // The size limit of a reply to be cached, once SEQUENCE asked for it.
     let mut limit: Option<limits::Limit> = None;
@@ -183,9 +187,8 @@ pub fn compound(
         }
         put_u32(&mut res, at, st_op);
         n += 1;
-        let end = Instant::now();
-        account(ctx, stats, client, opnum, end.duration_since(start));
-        start = end;
+        name.push(opnum);
+        remember_name(ctx, stats);
         if st_op != NFS4_OK {
             status = st_op;
             break;
@@ -196,6 +199,7 @@ pub fn compound(
     if let Some(g) = guard {
         g.finish(&res.buf);
     }
+    account(ctx, stats, client, &name.done(), start.elapsed());
     Ok(res.buf)
 }
 
@@ -205,15 +209,69 @@ fn put_u32(w: &mut Writer, at: usize, v: u32) {
     w.buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
-/// Record an operation in `nfs.ops` (and a name it saw), from the note it
-/// left; the note is taken, so the next operation starts with an empty one.
-fn account(ctx: &Ctx<'_>, stats: &Stats, client: &str, opnum: u32, took: Duration) {
-    let note = std::mem::take(&mut *ctx.note.borrow_mut());
-    let share = note.share.as_deref().map(|s| (s, note.root));
-    if let (Some((share, root)), Some((obj, parent, name))) = (share, &note.named) {
-        stats.name(share, root, *obj, *parent, name);
+/// The name a COMPOUND is counted under in `nfs.ops`: `v4.` and its
+/// operations joined by `+` (`v4.putfh+write+getattr`), the leading SEQUENCE
+/// left out (every COMPOUND in a session has it), at most `MAX_NAMED` of them
+/// (then `+...`), so a COMPOUND of hundreds of operations makes a short key.
+/// (The name so far, operations named.)
+#[derive(Default)]
+struct OpsName(String, usize);
+
+impl OpsName {
+    const MAX_NAMED: usize = 8;
+
+    fn push(&mut self, opnum: u32) {
+        if self.0.is_empty() {
+            self.0.push_str("v4.");
+            if opnum == OP_SEQUENCE {
+                return;
+            }
+        }
+        self.1 += 1;
+        let op = stat_name(opnum).trim_start_matches("v4.");
+        match self.1 {
+            1 => self.0.push_str(op),
+            k if k <= Self::MAX_NAMED => {
+                self.0.push('+');
+                self.0.push_str(op);
+            }
+            k if k == Self::MAX_NAMED + 1 => self.0.push_str("+..."),
+            _ => {}
+        }
     }
-    stats.record(client, share, stat_name(opnum), note.obj, note.bytes, took);
+
+    /// The name ("" for a COMPOUND of no operation; a lone SEQUENCE, a
+    /// lease renewal, is `v4.sequence`).
+    fn done(mut self) -> String {
+        if self.1 == 0 && !self.0.is_empty() {
+            self.0.push_str("sequence");
+        }
+        self.0
+    }
+}
+
+/// Hand a name an operation saw (LOOKUP, OPEN, CREATE...) to the analytics'
+/// file names at once: a COMPOUND may see several, its note keeps one.
+fn remember_name(ctx: &Ctx<'_>, stats: &Stats) {
+    let mut note = ctx.note.borrow_mut();
+    let Some((obj, parent, name)) = note.named.take() else {
+        return;
+    };
+    if let Some(share) = note.share.as_deref() {
+        stats.name(share, note.root, obj, parent, &name);
+    }
+}
+
+/// Record a COMPOUND in `nfs.ops` as one request (`ops`: its [`OpsName`]),
+/// with the share and file of the note its operations left (the last file
+/// handle resolved or named) and the bytes its READ or WRITE moved.
+fn account(ctx: &Ctx<'_>, stats: &Stats, client: &str, ops: &str, took: Duration) {
+    if ops.is_empty() {
+        return;
+    }
+    let note = ctx.note.borrow();
+    let share = note.share.as_deref().map(|s| (s, note.root));
+    stats.record(client, share, ops, note.obj, note.bytes, took);
 }
 
 impl Compound<'_, '_> {
@@ -397,5 +455,33 @@ fn unsupported(op: u32) -> u32 {
         OP_LAYOUTGET => NFS4ERR_LAYOUTUNAVAILABLE,
         // NFSv4.0 operations a 4.1 client must not send (RFC 8881 section 18.51).
         _ => NFS4ERR_NOTSUPP,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(ops: &[u32]) -> String {
+        let mut n = OpsName::default();
+        for op in ops {
+            n.push(*op);
+        }
+        n.done()
+    }
+
+    #[test]
+    fn a_compound_is_named_by_its_operations_after_sequence() {
+        assert_eq!(
+            name(&[OP_SEQUENCE, OP_PUTFH, OP_WRITE, OP_GETATTR]),
+            "v4.putfh+write+getattr"
+        );
+        assert_eq!(name(&[OP_SEQUENCE]), "v4.sequence");
+        assert_eq!(name(&[OP_EXCHANGE_ID]), "v4.exchange_id");
+        assert_eq!(name(&[OP_PUTFH, OP_SEQUENCE]), "v4.putfh+sequence");
+        assert_eq!(name(&[]), "");
+        // Hundreds of operations make a short key.
+        let long = name(&[OP_LOOKUP; 300]);
+        assert_eq!(long, format!("v4.lookup{}+...", "+lookup".repeat(7)));
     }
 }
