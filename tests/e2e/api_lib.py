@@ -19,11 +19,15 @@ def q(name):
     return urllib.parse.quote(name, safe="")
 
 
-def api(method, path, body=None, token=TOKEN, raw=None):
+def api(method, path, body=None, token=TOKEN, raw=None, auth=None):
+    """(status, decoded JSON body) of one request; `auth` is a whole Authorization
+    header (overrides the token's `Bearer TOKEN`)."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    if auth is not None:
+        headers["Authorization"] = auth
     req = urllib.request.Request(BASE + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -48,21 +52,39 @@ def state():
     return pools, names, props
 
 
-def refused(method, path, body=None, status=400, code="invalid_request", token=TOKEN, raw=None):
-    before = state()
-    st, v = api(method, path, body, token=token, raw=raw)
-    assert st == status and v["error"]["code"] == code, f"{method} {path} {body}: {st} {v}"
+def _diff(before, after):
+    """What differs between two states (by part when a state is a dict)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return "; ".join(f"{k}: {_diff(before[k], after.get(k))}" for k in before if before[k] != after.get(k))
+    if isinstance(before, str) and isinstance(after, str):
+        b, a = before.splitlines(), after.splitlines()
+        return f"lines gone {[x for x in b if x not in a]}, lines new {[x for x in a if x not in b]}"
+    return f"{before!r} -> {after!r}"
+
+
+def refused(method, path, body=None, status=400, code="invalid_request", token=TOKEN, raw=None,
+            auth=None, state_of=state):
+    """METHOD PATH is refused with STATUS and the JSON error CODE, and `state_of()`
+    (what the request must not change) is the same after it."""
+    before = state_of()
+    st, v = api(method, path, body, token=token, raw=raw, auth=auth)
+    assert st == status and isinstance(v, dict) and v.get("error", {}).get("code") == code, \
+        f"{method} {path} {body if raw is None else raw}: {st} {v}"
     assert v["error"]["message"] and "\n" not in v["error"]["message"], v
-    assert state() == before, f"{method} {path} {body} changed something"
+    after = state_of()
+    assert after == before, f"{method} {path} {body} changed something: {_diff(before, after)}"
     print(f"  ok, refused {st} {code}: {method} {path} -> {v['error']['message']}")
     return v
 
 
-def events(job_id, last_event_id=None):
+def events(job_id, last_event_id=None, token=None):
     """(event, data) pairs of GET /jobs/ID/events, read until the stream ends;
-    with last_event_id, as a browser reconnecting after that event."""
+    with last_event_id, as a browser reconnecting after that event (a browser's
+    EventSource sends no token; `token` adds one)."""
     out, kind = [], None
     req = urllib.request.Request(f"{BASE}/jobs/{job_id}/events")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
     if last_event_id is not None:
         req.add_header("Last-Event-ID", str(last_event_id))
     with urllib.request.urlopen(req, timeout=60) as r:

@@ -119,6 +119,7 @@ pub fn classify(msg: &str) -> &'static str {
         "no such",
         "not found",
         "no pools available",
+        "unknown statistic",
     ]) {
         "not_found"
     } else if has(&["already exists", "already imported"]) {
@@ -181,6 +182,10 @@ mod tests {
             ),
             ("'tank/a' is already mounted at /mnt/a", "busy"),
             ("'tank/a' is not mounted", "failed"),
+            (
+                "unknown statistic 'nope.ops' (see 'cachalot analytics list')",
+                "not_found",
+            ),
         ] {
             assert_eq!(classify(msg), code, "{msg}");
             assert_eq!(ApiError::from_daemon(msg.into()).code, code);

@@ -10,6 +10,7 @@
 //!   or revoked one) before anything is parsed or run.
 //! - Bodies and query strings decode strictly into typed structs: wrong types,
 //!   unknown fields and missing names are 400 `invalid_request`, and nothing runs.
+//!   A change without a body takes [`NoBody`]: any body but `{}` is refused too.
 //! - Names with `/` travel percent-encoded in the path (`tank%2Fdb`).
 //! - Ops run on tokio's blocking pool, never on the async workers.
 
@@ -86,6 +87,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
+/// The body of an operation that takes none: empty or `{}`. Anything else (a
+/// field, another JSON type) is refused like any bad body, so a client that
+/// thinks it passed an option learns it did not.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoBody {}
+
 /// A strictly decoded query string.
 pub struct Q<T>(pub T);
 
@@ -146,7 +154,12 @@ async fn pool_status(State(d): D, Path(pool): Path<String>) -> ApiResult {
     params(("pool" = String, Path, description = "pool name")), security(("token" = [])),
     responses((status = 200, description = "Destroyed", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn destroy_pool(State(d): D, _a: Auth, Path(pool): Path<String>) -> ApiResult {
+async fn destroy_pool(
+    State(d): D,
+    _a: Auth,
+    Path(pool): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, PoolDestroy { name: pool }).await
 }
 
@@ -155,7 +168,12 @@ async fn destroy_pool(State(d): D, _a: Auth, Path(pool): Path<String>) -> ApiRes
     params(("pool" = String, Path, description = "pool name")), security(("token" = [])),
     responses((status = 200, description = "Exported", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn export_pool(State(d): D, _a: Auth, Path(pool): Path<String>) -> ApiResult {
+async fn export_pool(
+    State(d): D,
+    _a: Auth,
+    Path(pool): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, PoolExport { name: pool }).await
 }
 
@@ -205,6 +223,7 @@ async fn scrub_pool(
     State(d): D,
     _a: Auth,
     Path(pool): Path<String>,
+    _b: Body<NoBody>,
 ) -> ApiResult<(StatusCode, Json<Job>)> {
     let _started = run(
         d.clone(),
@@ -341,6 +360,7 @@ async fn destroy_dataset(
     _a: Auth,
     Path(name): Path<String>,
     Q(q): Q<DestroyQuery>,
+    _b: Body<NoBody>,
 ) -> ApiResult {
     not_snapshot(&name)?;
     run(
@@ -396,6 +416,7 @@ async fn inherit_property(
     State(d): D,
     _a: Auth,
     Path((name, prop)): Path<(String, String)>,
+    _b: Body<NoBody>,
 ) -> ApiResult {
     run(d, DsInherit { name, prop }).await
 }
@@ -406,7 +427,12 @@ async fn inherit_property(
     security(("token" = [])),
     responses((status = 200, description = "Promoted", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn promote_dataset(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn promote_dataset(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, SnapPromote { name }).await
 }
 
@@ -488,6 +514,7 @@ async fn destroy_snapshot(
     _a: Auth,
     Path(name): Path<String>,
     Q(q): Q<DestroyQuery>,
+    _b: Body<NoBody>,
 ) -> ApiResult {
     snapshot_only(&name)?;
     if q.recursive.is_some() {
@@ -628,7 +655,12 @@ async fn share_nfs(
     security(("token" = [])),
     responses((status = 200, description = "Unshared", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn unshare_nfs(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn unshare_nfs(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(
         d,
         DsSet {

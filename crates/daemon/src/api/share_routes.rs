@@ -21,7 +21,7 @@ use super::error::ErrorBody;
 use super::requests::{
     DsSet, Op, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPeers,
 };
-use super::routes::{run, Auth, Body};
+use super::routes::{run, Auth, Body, NoBody};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
 use axum::Json;
@@ -81,7 +81,12 @@ async fn set_share(d: Arc<Daemon>, name: String, prop: &str, on: bool) -> ApiRes
     params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
     responses((status = 200, description = "Shared", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn share_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn share_iscsi(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     set_share(d, name, "shareiscsi", true).await
 }
 
@@ -90,7 +95,12 @@ async fn share_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResu
     params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
     responses((status = 200, description = "Unshared", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn unshare_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn unshare_iscsi(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     set_share(d, name, "shareiscsi", false).await
 }
 
@@ -99,7 +109,7 @@ async fn unshare_iscsi(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiRe
     params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
     responses((status = 200, description = "Shared", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn share_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn share_nbd(State(d): D, _a: Auth, Path(name): Path<String>, _b: Body<NoBody>) -> ApiResult {
     set_share(d, name, "sharenbd", true).await
 }
 
@@ -108,7 +118,12 @@ async fn share_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult
     params(("name" = String, Path, description = "volume ('/' as %2F)")), security(("token" = [])),
     responses((status = 200, description = "Unshared", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn unshare_nbd(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn unshare_nbd(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     set_share(d, name, "sharenbd", false).await
 }
 
@@ -137,7 +152,12 @@ async fn create_replication(State(d): D, _a: Auth, Body(r): Body<ReplCreate>) ->
     params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
     responses((status = 200, description = "Destroyed", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn destroy_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn destroy_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, ReplDestroy { name }).await
 }
 
@@ -156,7 +176,12 @@ async fn get_replication(State(d): D, Path(name): Path<String>) -> ApiResult {
     params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
     responses((status = 200, description = "The cycle's report", body = Value),
               (status = "4XX", description = "Refused or failed", body = ErrorBody)))]
-async fn run_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn run_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, ReplRun { name }).await
 }
 
@@ -165,7 +190,12 @@ async fn run_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> Api
     params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
     responses((status = 200, description = "Paused", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn pause_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn pause_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, ReplPause { name }).await
 }
 
@@ -174,7 +204,12 @@ async fn pause_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> A
     params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
     responses((status = 200, description = "Resumed", body = Value),
               (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
-async fn resume_replication(State(d): D, _a: Auth, Path(name): Path<String>) -> ApiResult {
+async fn resume_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
     run(d, ReplResume { name }).await
 }
 

@@ -14,8 +14,8 @@
 //!   directory is refused. If the mount then fails, the directories it made are
 //!   removed again, so a refusal leaves nothing behind.
 //! - Every pool change that removes datasets (export, destroy) unmounts them first
-//!   and fails at the first busy one (the pool stays; what was unmounted stays
-//!   unmounted and pools.json says so).
+//!   and fails at the first busy one; what it unmounted before that one is
+//!   mounted again at the same path, so the refusal changes nothing.
 
 use super::{se, Daemon, OpResult};
 use crate::proto::{pool_of, validate_dataset_name, Args};
@@ -219,9 +219,11 @@ impl Daemon {
     }
 
     pub(super) fn unmount_dataset(&self, name: &str, force: bool) -> Result<(), String> {
-        let mut entry = match self.mounts.lock().remove(name) {
-            Some(e) => e,
-            None => return Err(format!("'{name}' is not mounted")),
+        let removed = self.mounts.lock().remove(name);
+        let Some(mut entry) = removed else {
+            // A name that does not exist is that (not found), not "not mounted".
+            self.ds_store(name)?.dataset(name).map_err(se)?;
+            return Err(format!("'{name}' is not mounted"));
         };
         match entry.mount.unmount(force) {
             Ok(()) => {}
@@ -259,15 +261,19 @@ impl Daemon {
         Ok(())
     }
 
-    /// Write the mounts of `pool` into its record in pools.json.
-    pub(super) fn record_mounts(&self, pool: &str) -> Result<(), String> {
-        let list: Vec<(String, PathBuf)> = self
-            .mounts
+    /// The mounts of `pool` that are up: (dataset, path).
+    pub(super) fn pool_mounts(&self, pool: &str) -> Vec<(String, PathBuf)> {
+        self.mounts
             .lock()
             .iter()
             .filter(|(n, _)| pool_of(n) == pool)
             .map(|(n, e)| (n.clone(), e.path.clone()))
-            .collect();
+            .collect()
+    }
+
+    /// Write the mounts of `pool` into its record in pools.json.
+    pub(super) fn record_mounts(&self, pool: &str) -> Result<(), String> {
+        let list = self.pool_mounts(pool);
         if let Some(slot) = self.pools.write().get_mut(pool) {
             slot.record.mounts = list;
         }
