@@ -405,8 +405,15 @@ def check_busy():
         # extra/b is unmounted before extra/a is found busy: it must be mounted again.
         refuse("POST", "/pools/extra/export", status=409, code="busy")
         refuse("DELETE", "/pools/extra", status=409, code="busy")
+        # force unmounts first, but a busy mount still refuses.
+        refuse("DELETE", f"/datasets/{q('extra/a')}?force=true", status=409, code="busy")
     refuse("DELETE", f"/snapshots/{q('tank/fs@s1')}", status=409, code="busy")  # tank/cl is its clone
     refuse("DELETE", f"/snapshots/{q('tank/fs@held')}", status=409, code="busy")  # held by 'keep'
+    # A mounted dataset is destroyed only with force, which unmounts it first.
+    refuse("DELETE", f"/datasets/{q('extra/b')}", status=409, code="busy")
+    ok("DELETE", f"/datasets/{q('extra/b')}?force=true")
+    assert "extra/b" not in [m["name"] for m in ok("GET", "/mounts")], "force left extra/b mounted"
+    assert "extra/b" not in cli("list", "-H", "-o", "name").split(), "force did not destroy extra/b"
 
 
 check_busy()

@@ -12,7 +12,8 @@
 # Then the busy refusals (409 busy, nothing changed): destroy of a dataset with a
 # file open on its FUSE mount, export and destroy of its pool (the other mount the
 # refused export had already unmounted is back), destroy of a snapshot with a
-# clone or a hold.
+# clone or a hold. A mounted dataset is destroyed only with ?force=true, which
+# unmounts it first (and still refuses while a file is open there).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -57,7 +58,6 @@ python3 "$REPO/tests/e2e/api_matrix.py" "$addr" "$TOKEN" "$C" "$WORK" "$ARTIFACT
 
 assert_ok "$C" unmount tank/m
 assert_ok "$C" unmount extra/a
-assert_ok "$C" unmount extra/b
 for secret in "$TOKEN" "$REVOKED"; do
     if grep -q "$secret" "$ARTIFACTS/daemon.log"; then fail "a token is in daemon.log"; fi
 done

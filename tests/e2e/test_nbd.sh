@@ -221,7 +221,15 @@ except nbd.Error:
 EOF
 watcher=$!
 for _ in $(seq 100); do [[ -e $TMP/gone.up ]] && break; sleep 0.1; done
-assert_ok "$C" destroy tank/gone
+# A destroy refused for another reason (a held snapshot) leaves the client
+# connected: nothing changes on a refusal.
+assert_ok "$C" snapshot tank/gone@keep
+assert_ok "$C" hold keep tank/gone@keep
+assert_fails "$C" destroy -r tank/gone
+sleep 0.5
+[[ -e $TMP/gone.closed ]] && fail "a refused destroy disconnected the volume's client"
+assert_ok "$C" release keep tank/gone@keep
+assert_ok "$C" destroy -r tank/gone
 for _ in $(seq 100); do [[ -e $TMP/gone.closed ]] && break; sleep 0.1; done
 wait "$watcher" || true
 [[ -e $TMP/gone.closed ]] || fail "client of a destroyed volume not disconnected"

@@ -66,10 +66,21 @@ impl Daemon {
                 "'{name}' is a pool's root dataset: use 'pool destroy' to destroy it"
             ));
         }
-        // A served volume stops being served first (its clients are disconnected).
+        let recursive = a.bool("recursive")?;
+        // A served volume stops being served first (its clients are
+        // disconnected: they make it busy), but only once every other reason
+        // to refuse is ruled out, so a refused destroy leaves them connected.
+        store
+            .check_destroy(&name, recursive)
+            .map_err(|e| super::replication::explain_repl_hold(se(e)))?;
+        if a.bool("force")? {
+            // `force`: unmount the dataset (and with `recursive` its
+            // children) first; a busy mount still refuses, changing nothing.
+            self.unmount_all_or_none(&name)?;
+        }
         self.stop_serving(|n| volumes::is_under(n, &name));
         store
-            .destroy_dataset(&name, a.bool("recursive")?)
+            .destroy_dataset(&name, recursive)
             .map_err(|e| super::replication::explain_repl_hold(se(e)))?;
         self.release_fs(&name);
         Ok(json!({ "name": name }))

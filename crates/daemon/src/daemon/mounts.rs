@@ -261,6 +261,44 @@ impl Daemon {
         Ok(())
     }
 
+    /// Unmount every mounted dataset at or under `root` (a pool or a
+    /// dataset), children first; at the first busy one, mount again where
+    /// they were the ones already unmounted and refuse, so a refusal changes
+    /// nothing. The pool's record in pools.json follows.
+    pub(super) fn unmount_all_or_none(&self, root: &str) -> Result<(), String> {
+        let under = |n: &str| super::volumes::is_under(n, root);
+        let pool = pool_of(root).to_string();
+        let before: Vec<(String, PathBuf)> = self
+            .pool_mounts(&pool)
+            .into_iter()
+            .filter(|(n, _)| under(n))
+            .collect();
+        let mut names: Vec<&String> = before.iter().map(|(n, _)| n).collect();
+        names.sort();
+        let mut result = Ok(());
+        for n in names.iter().rev() {
+            if let Err(e) = self.unmount_dataset(n, false) {
+                result = Err(e);
+                break;
+            }
+        }
+        if result.is_err() {
+            let still: Vec<String> = self
+                .pool_mounts(&pool)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            for (ds, path) in before.iter().filter(|(n, _)| !still.contains(n)) {
+                let p = path.display().to_string();
+                if let Err(m) = self.mount_dataset(ds, Some(&p)) {
+                    super::log(format!("cannot mount '{ds}' at {p} again: {m}"));
+                }
+            }
+        }
+        let _ = self.record_mounts(&pool);
+        result
+    }
+
     /// The mounts of `pool` that are up: (dataset, path).
     pub(super) fn pool_mounts(&self, pool: &str) -> Vec<(String, PathBuf)> {
         self.mounts

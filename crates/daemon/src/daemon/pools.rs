@@ -322,18 +322,7 @@ impl Daemon {
     /// before it are mounted again where they were, so a refusal leaves the pool,
     /// its mounts and its served volumes as they were.
     fn stop_pool_clients(&self, name: &str) -> Result<(), String> {
-        let before = self.pool_mounts(name);
-        if let Err(e) = self.unmount_pool(Some(name), false) {
-            let still: Vec<String> = self.pool_mounts(name).into_iter().map(|(n, _)| n).collect();
-            for (ds, path) in before.iter().filter(|(n, _)| !still.contains(n)) {
-                let p = path.display().to_string();
-                if let Err(m) = self.mount_dataset(ds, Some(&p)) {
-                    super::log(format!("cannot mount '{ds}' at {p} again: {m}"));
-                }
-            }
-            let _ = self.record_mounts(name);
-            return Err(e);
-        }
+        self.unmount_all_or_none(name)?;
         self.stop_serving(|n| volumes::is_under(n, name));
         Ok(())
     }

@@ -163,6 +163,16 @@ impl Store {
         destroy_in(&mut self.state.lock(), name, recursive)
     }
 
+    /// Whether `destroy_dataset(name, recursive)` would be refused for a
+    /// reason other than a user of the dataset (children without
+    /// `recursive`, held snapshots, dependent clones, the root): the daemon
+    /// asks before it disconnects a served volume's clients, so a refused
+    /// destroy does not cut them off. Changes nothing.
+    pub fn check_destroy(&self, name: &str, recursive: bool) -> Result<()> {
+        self.check_live()?;
+        destroy_refusal(&self.state.lock(), name, recursive, false).map(|_| ())
+    }
+
     /// Put the received `tmp` (`FS%recv`, its new snapshot taken) in the
     /// place of `fs` in one catalog change, made with no commit in flight and
     /// none able to start until it is whole, so a commit (and a crash after
@@ -214,6 +224,21 @@ impl Store {
 /// `recursive`), held snapshots or dependent clones. The caller holds the
 /// commit lock.
 fn destroy_in(st: &mut State, name: &str, recursive: bool) -> Result<()> {
+    let ids = destroy_refusal(st, name, recursive, true)?;
+    for id in ids.iter().rev() {
+        let rec = st.catalog.datasets.remove(id).expect("listed dataset");
+        if let Some(h) = st.handles.remove(id) {
+            h.mark_destroyed();
+            st.pending_destroy.push((*id, h, rec));
+        }
+    }
+    st.mark_catalog_dirty();
+    Ok(())
+}
+
+/// The checks of `destroy_in` (`busy`: a dataset in use refuses too), or the
+/// ids of `name`'s subtree, `name` first, that it would destroy.
+fn destroy_refusal(st: &State, name: &str, recursive: bool, busy: bool) -> Result<Vec<u64>> {
     let rec = st
         .catalog
         .by_name(name)
@@ -230,7 +255,7 @@ fn destroy_in(st: &mut State, name: &str, recursive: bool) -> Result<()> {
             "'{name}' has children: use -r to destroy them too"
         )));
     }
-    for id in ids.iter().rev() {
+    for id in ids.iter().rev().filter(|_| busy) {
         if let Some(h) = st.handles.get(id) {
             if h.busy() {
                 return Err(StoreError::Busy(format!(
@@ -256,15 +281,7 @@ fn destroy_in(st: &mut State, name: &str, recursive: bool) -> Result<()> {
             )));
         }
     }
-    for id in ids.iter().rev() {
-        let rec = st.catalog.datasets.remove(id).expect("listed dataset");
-        if let Some(h) = st.handles.remove(id) {
-            h.mark_destroyed();
-            st.pending_destroy.push((*id, h, rec));
-        }
-    }
-    st.mark_catalog_dirty();
-    Ok(())
+    Ok(ids)
 }
 
 /// Make `to` the parent of `from`'s children (their names stay): an
