@@ -9,7 +9,11 @@
 //! its first lost write is not known: every block is rebuilt, as after
 //! `online`). An import then brings the device back resilvering, written to
 //! but never read until a scan rebuilt it, instead of ONLINE with holes (a
-//! dirty time range, as ZFS's DTL, in its simplest form).
+//! dirty time range, as ZFS's DTL, in its simplest form). Only while the
+//! vdev's readable leaves can rebuild it (`TopVdev::rebuildable_without_unreadable`):
+//! a single disk, or a raidz faulted beyond its parity, keeps its labels as they
+//! were, since its writes fail, the pool suspends, and an import must then read
+//! every device.
 
 use crate::commit::write_labels;
 use crate::error::Result;
@@ -31,19 +35,24 @@ impl Pool {
                     .any(|c| c.guid == guid && c.resilvering && c.offline_txg == 0)
             };
             self.vdevs.read().iter().any(|t| {
-                t.leaves
-                    .iter()
-                    .any(|l| l.fault.faulted.load(Relaxed) && !recorded(l.guid))
+                t.rebuildable_without_unreadable()
+                    && t.leaves
+                        .iter()
+                        .any(|l| l.fault.faulted.load(Relaxed) && !recorded(l.guid))
             })
         };
         if !unrecorded {
             return Ok(());
         }
-        let mut cfg = self.config.read().clone();
-        cfg.config_txg = cfg.next_config_txg(txg);
-        cfg.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
+        // Changed and written under the configuration lock (held for reading
+        // while the labels are written, as `save_resilver_pos` does), so a
+        // concurrent configuration write never puts an older copy over it.
+        let mut w = self.config.write();
+        w.config_txg = w.next_config_txg(txg);
+        w.vdevs = self.vdevs.read().iter().map(|t| top_config(t)).collect();
         // The resilver's bound changed: a saved position no longer applies.
-        cfg.resilver_from = None;
+        w.resilver_from = None;
+        let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
         for t in self.vdevs.read().iter() {
             // The faulted leaves get no I/O (a dead disk would fail the commit).
             for l in t.leaves.iter().filter(|l| !l.is_faulted()) {
@@ -57,7 +66,6 @@ impl Pool {
                 }
             }
         }
-        *self.config.write() = cfg;
         Ok(())
     }
 }
@@ -66,6 +74,7 @@ impl Pool {
 mod tests {
     use crate::blkptr::BlockType;
     use crate::device::{BlockDevice, SimDevice};
+    use crate::label::VdevKind;
     use crate::pool::{Pool, WriteOpts};
     use crate::Compression;
     use std::sync::atomic::Ordering::Relaxed;
@@ -117,5 +126,42 @@ mod tests {
         assert_eq!(pool.resilver_min_birth(), 0);
         // Until rebuilt, reads come from d0 only: d1 lacks b.
         assert_eq!(pool.read_block(&b).unwrap(), vec![8u8; 8192]);
+    }
+
+    /// Two of a raidz1's leaves FAULTED by a burst of read errors: neither can
+    /// be rebuilt from the rest, so neither is recorded as resilvering, and an
+    /// import reads all of them again (recording both made the pool refuse to
+    /// import, "missing 2 of its 3", with every device whole).
+    #[test]
+    fn faults_beyond_parity_are_not_recorded() {
+        let devs: Vec<SimDevice> = (0..3)
+            .map(|i| SimDevice::new(&format!("d{i}"), 40 << 20))
+            .collect();
+        let dyns = || {
+            devs.iter()
+                .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
+                .collect::<Vec<_>>()
+        };
+        let pool = Pool::create_on_group("t", dyns(), VdevKind::Raidz1, 12).unwrap();
+        let a = pool.write_block(1, &[7u8; 65536], OPTS).unwrap();
+        pool.commit(1, a).unwrap();
+        for li in [1, 2] {
+            for _ in 0..crate::fault::FAULT_AFTER_IO_ERRORS {
+                pool.vdevs.read()[0].leaves[li].io_error(false);
+            }
+        }
+        pool.record_faulted_leaves(2).unwrap();
+        assert!(
+            pool.config().vdevs[0]
+                .children
+                .iter()
+                .all(|c| !c.resilvering),
+            "a fault beyond parity was recorded: {:?}",
+            pool.config().vdevs[0].children
+        );
+        drop(pool);
+        let pool = Pool::import_devices(dyns()).unwrap();
+        assert_eq!(pool.uberblock().txg, 1);
+        assert_eq!(pool.read_block(&a).unwrap(), vec![7u8; 65536]);
     }
 }

@@ -100,6 +100,7 @@ pub(crate) fn top_asize(kind: VdevKind, smallest: u64, sector: u64, children: us
 }
 
 pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
+    let rebuildable = t.rebuildable_without_unreadable();
     TopVdevConfig {
         id: t.id,
         guid: t.guid,
@@ -111,8 +112,9 @@ pub(crate) fn top_config(t: &TopVdev) -> TopVdevConfig {
             .iter()
             .map(|l| {
                 // FAULTED by errors: it misses writes from an unknown txg on and
-                // is rebuilt in full when it comes back (`faulted`).
-                let faulted = l.fault.faulted.load(Relaxed);
+                // is rebuilt in full when it comes back (`faulted`), if the
+                // vdev's readable leaves can rebuild it.
+                let faulted = l.fault.faulted.load(Relaxed) && rebuildable;
                 LeafConfig {
                     guid: l.guid,
                     path: l.path.clone(),

@@ -209,6 +209,23 @@ pub struct TopVdev {
 }
 
 impl TopVdev {
+    /// Whether the leaves that read now can rebuild every leaf that does not
+    /// (a mirror: one readable child; a raidz: no more unreadable than its
+    /// parity; a single disk: never). Only then is a FAULTED leaf recorded as
+    /// resilvering (`faulted.rs`): beyond that the vdev's writes fail and the
+    /// pool suspends, and an import must read every device, as none can be
+    /// rebuilt from the others.
+    pub(crate) fn rebuildable_without_unreadable(&self) -> bool {
+        let unreadable = self.leaves.iter().filter(|l| !l.readable()).count();
+        let tolerated = match self.kind {
+            VdevKind::Mirror => self.leaves.len().saturating_sub(1),
+            kind => crate::raidz::nparity(kind),
+        };
+        unreadable <= tolerated
+    }
+}
+
+impl TopVdev {
     /// Write `buf` at `offset` on every child (raidz: as one stripe with parity).
     pub fn write(&self, buf: &[u8], offset: u64) -> Result<()> {
         // Past `asize` lie the back labels: a write there would destroy them.

@@ -150,13 +150,14 @@ impl Daemon {
             .collect();
         let mut doomed = retention::prune(&snaps, at, &rules);
         if let Some(peer) = peer {
-            let newest = snaps
-                .iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
-            for (n, _) in &snaps {
+            let mut with_guid = Vec::with_capacity(snaps.len());
+            for (n, t) in &snaps {
                 let guid = store.snapshot_guid(&format!("{fs}@{n}")).map_err(se)?;
-                if Some(n) != newest.map(|x| &x.0) && !peer.contains(&guid) && !doomed.contains(n) {
-                    doomed.push(n.clone());
+                with_guid.push((n.clone(), *t, peer.contains(&guid)));
+            }
+            for n in failed_cycle_leftovers(with_guid) {
+                if !doomed.contains(&n) {
+                    doomed.push(n);
                 }
             }
         }
@@ -477,5 +478,49 @@ impl Daemon {
             out.snapshot
         ));
         Ok(json!({ "snapshot": out.snapshot, "bytes": bytes, "discarded": out.discarded }))
+    }
+}
+
+/// The relationship's snapshots (name, time, whether the peer has it) that
+/// cycles which failed after taking them left behind: those the peer lacks,
+/// strictly between the two newest snapshots both sides hold. Only there: the
+/// newest common one is this cycle's (if the peer lacks the newest snapshot,
+/// nothing is a leftover), and what is older than the one before it is
+/// history the peer dropped or never had (a target re-seeded by a full
+/// stream, a destroy on the target), which stays on the source.
+fn failed_cycle_leftovers(mut snaps: Vec<(String, u64, bool)>) -> Vec<String> {
+    snaps.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    let common: Vec<usize> = (0..snaps.len()).filter(|&i| snaps[i].2).collect();
+    match common[..] {
+        [.., before, newest] if newest == snaps.len() - 1 => {
+            snaps.drain(before + 1..newest).map(|(n, _, _)| n).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failed_cycle_leftovers;
+
+    fn snaps(peer_has: &str) -> Vec<(String, u64, bool)> {
+        peer_has
+            .chars()
+            .enumerate()
+            .map(|(i, c)| (format!("s{i}"), i as u64, c == 'y'))
+            .collect()
+    }
+
+    #[test]
+    fn only_snapshots_between_the_two_newest_common_ones_are_leftovers() {
+        // s2, s3: failed cycles between the last common s1 and this cycle's s4.
+        assert_eq!(failed_cycle_leftovers(snaps("yynny")), ["s2", "s3"]);
+        // s0 is history the target dropped: it stays.
+        assert_eq!(failed_cycle_leftovers(snaps("nyny")), ["s2"]);
+        // A target re-seeded by a full stream holds only the newest.
+        assert!(failed_cycle_leftovers(snaps("nnny")).is_empty());
+        // The peer lacks the newest: this cycle did not land, nothing is known.
+        assert!(failed_cycle_leftovers(snaps("yyyn")).is_empty());
+        assert!(failed_cycle_leftovers(Vec::new()).is_empty());
     }
 }
