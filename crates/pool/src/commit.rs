@@ -14,7 +14,7 @@ use crate::error::{PoolError, Result};
 use crate::label::*;
 use crate::pool::Pool;
 use crate::spacemap::Record;
-use crate::vdev::TopVdev;
+use crate::vdev::{Leaf, TopVdev};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -211,8 +211,17 @@ impl Pool {
 
     /// Write `cfg` into the label headers of every present device.
     pub(crate) fn write_label_headers(&self, cfg: &PoolConfig) -> Result<()> {
+        self.write_label_headers_where(cfg, |_| true)
+    }
+
+    /// Write `cfg` into the label headers of the present devices `to` accepts.
+    pub(crate) fn write_label_headers_where(
+        &self,
+        cfg: &PoolConfig,
+        to: impl Fn(&Leaf) -> bool,
+    ) -> Result<()> {
         for t in self.vdevs.read().iter() {
-            for l in &t.leaves {
+            for l in t.leaves.iter().filter(|l| to(l)) {
                 if let Some(d) = &l.dev {
                     let h = LabelHeader {
                         config: cfg.clone(),

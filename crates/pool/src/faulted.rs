@@ -15,9 +15,7 @@
 //! were, since its writes fail, the pool suspends, and an import must then read
 //! every device.
 
-use crate::commit::write_labels;
 use crate::error::Result;
-use crate::label::LabelHeader;
 use crate::pool::{top_config, Pool};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -53,20 +51,8 @@ impl Pool {
         // The resilver's bound changed: a saved position no longer applies.
         w.resilver_from = None;
         let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
-        for t in self.vdevs.read().iter() {
-            // The faulted leaves get no I/O (a dead disk would fail the commit).
-            for l in t.leaves.iter().filter(|l| !l.is_faulted()) {
-                if let Some(d) = &l.dev {
-                    let h = LabelHeader {
-                        config: cfg.clone(),
-                        leaf_guid: l.guid,
-                        top_id: t.id,
-                    };
-                    write_labels(d.as_ref(), &h, false)?;
-                }
-            }
-        }
-        Ok(())
+        // The faulted leaves get no I/O (a dead disk would fail the commit).
+        self.write_label_headers_where(&cfg, |l| !l.is_faulted())
     }
 }
 
@@ -87,18 +73,25 @@ mod tests {
         fill: 1,
     };
 
+    fn sim_devices(n: usize) -> Vec<SimDevice> {
+        (0..n)
+            .map(|i| SimDevice::new(&format!("d{i}"), 40 << 20))
+            .collect()
+    }
+
+    /// The same devices again, as a pool opens them (a reopen after a drop).
+    fn shared(devs: &[SimDevice]) -> Vec<Arc<dyn BlockDevice>> {
+        devs.iter()
+            .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
+            .collect()
+    }
+
     /// A mirror child FAULTED by read errors misses the next commits; after an
     /// import it is resilvering (never read before rebuilt), not ONLINE.
     #[test]
     fn a_device_faulted_by_errors_comes_back_resilvering() {
-        let devs: Vec<SimDevice> = (0..2)
-            .map(|i| SimDevice::new(&format!("d{i}"), 40 << 20))
-            .collect();
-        let dyns = || {
-            devs.iter()
-                .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
-                .collect::<Vec<_>>()
-        };
+        let devs = sim_devices(2);
+        let dyns = || shared(&devs);
         let pool = Pool::create_on_devices("t", dyns(), true, 12).unwrap();
         let a = pool.write_block(1, &[7u8; 8192], OPTS).unwrap();
         pool.commit(1, a).unwrap();
@@ -134,14 +127,8 @@ mod tests {
     /// import, "missing 2 of its 3", with every device whole).
     #[test]
     fn faults_beyond_parity_are_not_recorded() {
-        let devs: Vec<SimDevice> = (0..3)
-            .map(|i| SimDevice::new(&format!("d{i}"), 40 << 20))
-            .collect();
-        let dyns = || {
-            devs.iter()
-                .map(|d| Arc::new(d.clone()) as Arc<dyn BlockDevice>)
-                .collect::<Vec<_>>()
-        };
+        let devs = sim_devices(3);
+        let dyns = || shared(&devs);
         let pool = Pool::create_on_group("t", dyns(), VdevKind::Raidz1, 12).unwrap();
         let a = pool.write_block(1, &[7u8; 65536], OPTS).unwrap();
         pool.commit(1, a).unwrap();
