@@ -438,21 +438,14 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
-    use crate::blkptr::BlockType;
     use crate::device::{BlockDevice, SimDevice};
     use crate::pool::{Pool, WriteOpts};
-    use crate::Compression;
     use std::sync::Arc;
 
     fn pool_with_blocks() -> Pool {
         let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
         let pool = Pool::create_on_devices("t", vec![dev], false, 12).unwrap();
-        let opts = WriteOpts {
-            compression: Compression::Off,
-            block_type: BlockType::Data,
-            level: 0,
-            fill: 1,
-        };
+        let opts = WriteOpts::RAW_DATA;
         let mut bps = Vec::new();
         for txg in 1..=3 {
             for i in 0..20u8 {

@@ -23,6 +23,16 @@ pub struct WriteOpts {
     pub fill: u64,
 }
 
+impl WriteOpts {
+    /// One uncompressed level-0 data block: what the pool's own tests write.
+    pub const RAW_DATA: WriteOpts = WriteOpts {
+        compression: Compression::Off,
+        block_type: BlockType::Data,
+        level: 0,
+        fill: 1,
+    };
+}
+
 /// Bytes to read for the copy `d` of a block of `psize` stored bytes on `top`,
 /// or None if the pointer does not fit its vdev (a damaged pointer must never
 /// become a device access out of range).

@@ -58,20 +58,13 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
-    use crate::blkptr::BlockType;
     use crate::device::{BlockDevice, SimDevice};
     use crate::label::VdevKind;
     use crate::pool::{Pool, WriteOpts};
-    use crate::Compression;
     use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Arc;
 
-    const OPTS: WriteOpts = WriteOpts {
-        compression: Compression::Off,
-        block_type: BlockType::Data,
-        level: 0,
-        fill: 1,
-    };
+    const OPTS: WriteOpts = WriteOpts::RAW_DATA;
 
     fn sim_devices(n: usize) -> Vec<SimDevice> {
         (0..n)

@@ -108,18 +108,12 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
-    use crate::blkptr::BlockType;
     use crate::device::{BlockDevice, SimDevice};
     use crate::pool::{Pool, WriteOpts};
-    use crate::{Compression, PoolError};
+    use crate::PoolError;
     use std::sync::Arc;
 
-    const OPTS: WriteOpts = WriteOpts {
-        compression: Compression::Off,
-        block_type: BlockType::Data,
-        level: 0,
-        fill: 1,
-    };
+    const OPTS: WriteOpts = WriteOpts::RAW_DATA;
 
     /// A reader copies a pointer, the block is freed, two commits pass and the
     /// pool fills up. With the hold the block is still there; without it (the

@@ -2,10 +2,7 @@
 //! replace, attach/detach, offline/online and hot spares, with their refusals
 //! (each leaves the pool as it was).
 
-use cachalot_pool::{
-    parse_vdev_spec, split_spares, BlkPtr, BlockType, Compression, CreateOpts, Pool, ScanPos,
-    WriteOpts,
-};
+use cachalot_pool::{parse_vdev_spec, split_spares, BlkPtr, CreateOpts, Pool, ScanPos, WriteOpts};
 use std::path::{Path, PathBuf};
 
 const DEV_SIZE: u64 = 64 << 20;
@@ -34,12 +31,7 @@ fn reopen(dir: &Path) -> Pool {
 
 /// Blocks of a few sizes, committed in txgs 1..=2.
 fn write_blocks(pool: &Pool) -> Vec<(BlkPtr, Vec<u8>)> {
-    let wo = WriteOpts {
-        compression: Compression::Off,
-        block_type: BlockType::Data,
-        level: 0,
-        fill: 1,
-    };
+    let wo = WriteOpts::RAW_DATA;
     let mut out = Vec::new();
     for txg in 1..=2u64 {
         for (i, sz) in [4096usize, 20000, 131072].into_iter().enumerate() {

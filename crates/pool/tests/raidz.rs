@@ -4,7 +4,7 @@
 //! count and refuses beyond it, and space is reported raw and after parity.
 
 use cachalot_pool::label::{DATA_START, LABEL_SIZE};
-use cachalot_pool::{parse_vdev_spec, BlkPtr, BlockType, Compression, CreateOpts, Pool, WriteOpts};
+use cachalot_pool::{parse_vdev_spec, BlkPtr, CreateOpts, Pool, WriteOpts};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -36,12 +36,7 @@ fn create(dir: &Path, kind: &str, n: usize) -> (Pool, Vec<PathBuf>) {
     (pool, paths)
 }
 
-const DATA: WriteOpts = WriteOpts {
-    compression: Compression::Off,
-    block_type: BlockType::Data,
-    level: 0,
-    fill: 1,
-};
+const DATA: WriteOpts = WriteOpts::RAW_DATA;
 
 /// Blocks of many sizes (one sector to 128K, odd sizes too), committed.
 fn write_blocks(pool: &Pool, seed: u64) -> Vec<(BlkPtr, Vec<u8>)> {

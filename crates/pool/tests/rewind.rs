@@ -5,9 +5,7 @@
 //! before its final flush (never acknowledged) may still be skipped silently.
 
 use cachalot_pool::label::DATA_START;
-use cachalot_pool::{
-    BlkPtr, BlockDevice, BlockType, Compression, Pool, Rewind, SimDevice, WriteOpts,
-};
+use cachalot_pool::{BlkPtr, BlockDevice, Pool, Rewind, SimDevice, WriteOpts};
 use std::sync::Arc;
 
 const DEV_SIZE: u64 = 64 << 20;
@@ -18,12 +16,7 @@ const DEV_SIZE: u64 = 64 << 20;
 /// of txg 2.
 fn two_txgs(dev: &SimDevice, mut cut: impl FnMut(u64)) -> BlkPtr {
     let pool = Pool::create_on_devices("p", vec![Arc::new(dev.clone())], false, 12).unwrap();
-    let wo = WriteOpts {
-        compression: Compression::Off,
-        block_type: BlockType::Data,
-        level: 0,
-        fill: 1,
-    };
+    let wo = WriteOpts::RAW_DATA;
     let mut root = BlkPtr::HOLE;
     for txg in 1..=2u64 {
         let data: Vec<u8> = (0..16384u64).map(|j| (j * 7 + txg) as u8).collect();
