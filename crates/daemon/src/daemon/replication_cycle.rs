@@ -269,12 +269,7 @@ impl Daemon {
                     "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep, "now": at,
                 }))?;
                 let st = link.request(&json!({ "op": "state", "fs": leg.target_fs }))?;
-                let theirs: Vec<u64> = st["snapshots"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s["guid"].as_u64())
-                    .collect();
+                let theirs = snapshot_guids(&st);
                 self.prune(store, &leg.source, &rel.name, &rel.keep, at, Some(&theirs))
                     .map(drop)
             };
@@ -608,4 +603,14 @@ fn transfer(
         // broken pipe does.
         Err(e) => Err(link.read_refusal().unwrap_or(e)),
     }
+}
+
+/// The guids of the snapshots a peer's `state` answer lists.
+pub(super) fn snapshot_guids(state: &Value) -> Vec<u64> {
+    state["snapshots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["guid"].as_u64())
+        .collect()
 }

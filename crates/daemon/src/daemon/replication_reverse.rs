@@ -171,12 +171,7 @@ impl Daemon {
                 rel.target()
             ));
         }
-        let tguids: Vec<u64> = theirs["snapshots"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s["guid"].as_u64())
-            .collect();
+        let tguids = super::replication_cycle::snapshot_guids(&theirs);
         let store = self.ds_store(&rel.source)?;
         let (common, lost) = rollback_plan(&store, &rel.source, |g| tguids.contains(&g))?;
         let Some(common) = common else {
