@@ -97,6 +97,17 @@ assert_fails() {
     echo "  ok, fails (exit $rc): $* -> $LAST_STDERR"
 }
 
+# flip_byte FILE OFFSET: invert every bit of the byte at OFFSET, so the file
+# really changes. (Writing a fixed value such as 0xff leaves random data
+# unchanged once in 256 runs: a corruption test that then passes by luck.)
+flip_byte() {
+    local old
+    old=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    [[ -n $old ]] || fail "flip_byte: $1 has no byte at offset $2"
+    # shellcheck disable=SC2059 # the format is the octal escape we build
+    printf "\\$(printf '%03o' $((255 - old)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
 # mktmp: create and print a fresh temp dir (removed when the test exits).
 # Safe in $(...): the cleanup removes the whole root, not a list.
 # (Note: `fail` inside $(...) only leaves the subshell; assert outside it.)

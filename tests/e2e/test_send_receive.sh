@@ -138,7 +138,7 @@ for cut in 100 5000 $((full / 2)) $((full - 1)); do
 done
 for off in 60 $((full / 3)) $((full - 10)); do
     cp "$T/full.stream" "$T/bad.stream"
-    printf '\xff' | dd of="$T/bad.stream" bs=1 seek="$off" conv=notrunc status=none
+    flip_byte "$T/bad.stream" "$off"
     assert_fails "$C" receive tank/bad <"$T/bad.stream"
 done
 { printf 'JUNK'; head -c 1M /dev/urandom; } >"$T/noise"

@@ -81,7 +81,7 @@ assert_ok "$C" unmount tank/dst
 
 note "corrupt streams: one line naming the snapshot and the target; the target is unchanged"
 cp "$T/full" "$T/bad"
-printf '\xff' | dd of="$T/bad" bs=1 seek=$((full / 2)) conv=notrunc status=none
+flip_byte "$T/bad" $((full / 2))
 assert_fails "$C" receive tank/copy <"$T/bad"
 assert_contains "$LAST_STDERR" "'tank/src@a' into 'tank/copy'" "corrupt stream"
 assert_contains "$LAST_STDERR" "checksum" "corrupt stream"
