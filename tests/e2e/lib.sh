@@ -9,7 +9,7 @@
 #   ARTIFACTS  test-artifacts/<test name>, for logs worth keeping
 # A script can also be run by hand: these default to the values above.
 #
-# Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, mktmp,
+# Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, wait_until, mktmp,
 # start_daemon, stop_daemon, kill9_daemon, note, free_port, background, stop_background,
 # need_browser, browser_python.
 #
@@ -36,7 +36,7 @@ LAST_STDERR=
 # fail MSG: print MSG (with the caller's location) to stderr and exit 1.
 fail() {
     local where="${BASH_SOURCE[1]:-?}:${BASH_LINENO[0]:-?}"
-    if [[ ${FUNCNAME[1]:-} == assert_* ]]; then
+    if [[ ${FUNCNAME[1]:-} == assert_* || ${FUNCNAME[1]:-} == wait_until ]]; then
         where="${BASH_SOURCE[2]:-?}:${BASH_LINENO[1]:-?}"
     fi
     echo "FAIL ($(basename "${where%%:*}"):${where##*:}): $*" >&2
@@ -106,6 +106,20 @@ flip_byte() {
     [[ -n $old ]] || fail "flip_byte: $1 has no byte at offset $2"
     # shellcheck disable=SC2059 # the format is the octal escape we build
     printf "\\$(printf '%03o' $((255 - old)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+# wait_until SECS WHAT CMD...: run CMD every 0.1 s until it succeeds; fail
+# ("WHAT: not within SECS s") if it still does not after SECS seconds. A test
+# waits this way for the state it needs next instead of sleeping a fixed time,
+# which a loaded 2-core CI machine may overrun.
+wait_until() {
+    local secs=$1 what=$2 i
+    shift 2
+    for ((i = 0; i < secs * 10; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    "$@" || fail "$what: not within $secs s"
 }
 
 # mktmp: create and print a fresh temp dir (removed when the test exits).
@@ -273,7 +287,9 @@ _e2e_cleanup() {
         fi
     elif _alive "$DAEMON_PID"; then
         kill -TERM "$DAEMON_PID" 2>/dev/null
-        for ((i = 0; i < 50; i++)); do
+        # As long as stop_daemon waits: a shutdown that commits and exports
+        # can take seconds on a loaded machine.
+        for ((i = 0; i < 200; i++)); do
             _alive "$DAEMON_PID" || break
             sleep 0.1
         done
