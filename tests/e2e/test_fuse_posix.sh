@@ -131,10 +131,14 @@ assert_eq "$(stat -c %s fp)" 262144 "punch keeps size"
 df -P "$M" | tail -1 | awk '{ if ($2 <= 0 || $4 <= 0) exit 1 }' || fail "statfs: $(df -P "$M")"
 
 note "locks (kept by the kernel for this mount)"
-flock lk sleep 3 &
+# The holder keeps the lock until told to let go: a fixed sleep raced with it
+# (not yet holding on a loaded machine, or already done).
+SIG=$(mktmp)
+flock lk sh -c ': >"$1/held"; while [ -d "$1" ] && [ ! -e "$1/release" ]; do sleep 0.05; done' sh "$SIG" &
 lpid=$!
-sleep 0.5
+wait_until 30 "flock: the holder takes the free lock" test -e "$SIG/held"
 if flock -n lk true; then fail "flock: second exclusive lock granted"; fi
+: >"$SIG/release"
 wait "$lpid"
 flock -n lk true || fail "flock after release"
 $PY - <<'PY'
