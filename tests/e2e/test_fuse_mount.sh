@@ -10,6 +10,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/fuse_lib.sh"
 
 C=$CACHALOT
+# cwd_is PID DIR: PID's working directory is DIR (what makes a mount busy; a
+# fixed sleep after starting it raced with its cd on a loaded machine).
+cwd_is() { [[ $(readlink "/proc/$1/cwd" 2>/dev/null) == "$2" ]]; }
 fuse_pool 512M
 T=$(mktmp)
 mkdir -p "$T/a" "$T/b" "$T/full" "$T/def"
@@ -60,9 +63,9 @@ assert_contains "$list" "tank/a" "mount lists mounted filesystems"
 
 note "busy unmount, then -f"
 echo data >"$T/a/f"
-(cd "$T/a" && sleep 30) &
+(cd "$T/a" && exec sleep 30) &
 busy=$!
-sleep 0.3
+wait_until 30 "a process with its cwd in $T/a" cwd_is "$busy" "$T/a"
 assert_fails "$C" unmount tank/a
 assert_contains "$LAST_STDERR" "busy"
 assert_ok "$C" unmount -f tank/a
@@ -87,9 +90,9 @@ assert_contains "$LAST_STDERR" "mountpoint=none"
 
 note "export unmounts; SIGTERM with a busy mount exits cleanly"
 assert_ok "$C" mount tank/b "$T/b"
-(cd "$T/b" && sleep 60) &
+(cd "$T/b" && exec sleep 60) &
 busy=$!
-sleep 0.3
+wait_until 30 "a process with its cwd in $T/b" cwd_is "$busy" "$T/b"
 assert_fails "$C" pool export tank
 assert_contains "$LAST_STDERR" "busy"
 stop_daemon
