@@ -229,8 +229,10 @@ writes_proceed "max-block timeout"
 "$CACHALOT" list -H -t snapshot -o name -r tank | grep -q '@slow' && fail "late snapshot kept"
 
 note "the daemon refuses the snapshot while the lock is held: error, writes released"
-CACHALOT_TEST_MYSQL_HOLD_MS=2000 "$CACHALOT" mysql snapshot --socket "$MY_SOCK" \
-    tank/mysql/data,tank/mysql/log race >"$D/race.out" 2>"$D/race.err" &
+# The hold must outlast wait_until_blocked (a write waits 1 s for the lock) and
+# the snapshot below: 2 s left well under a second for them on a loaded machine.
+CACHALOT_TEST_MYSQL_HOLD_MS=8000 "$CACHALOT" mysql snapshot --socket "$MY_SOCK" \
+    --max-block-ms 30000 tank/mysql/data,tank/mysql/log race >"$D/race.out" 2>"$D/race.err" &
 cli=$!
 wait_until_blocked
 assert_ok "$CACHALOT" snapshot tank/mysql/log@race
