@@ -242,7 +242,10 @@ assert_ok CA replication create r2 --source tank/sched --target "$TARGET/tank/sc
     --schedule 1s --keep "5s:every 5s"
 sleep 6
 assert_ok CA replication pause r2
-sleep 1.5
+# A cycle running at the pause goes on (state "running"): wait for its end
+# rather than a fixed 1.5 s, which a slow cycle on a loaded machine overran.
+r2_paused() { [[ $(CA replication list -H r2 | cut -f4) == paused ]]; }
+wait_until 60 "r2's last cycle ends after the pause" r2_paused
 nsrc=$(CA list -H -t snapshot -o name tank/sched | wc -l)
 ndst=$(CB list -H -t snapshot -o name tank/sched | wc -l)
 note "after ~6 s at a 1 s schedule: $nsrc snapshots on the source, $ndst on the target"
