@@ -61,6 +61,9 @@ wpid=$!
 "${SB[@]}" --threads=8 --time=60 run >"$ARTIFACTS/sb-kill-daemon.log" 2>&1 &
 sbpid=$!
 sleep 8
+# Kill only once the writer has an acknowledged insert to check (on a loaded
+# machine it may have none yet after the fixed sleep).
+wait_until 60 "an acknowledged insert of the writer" test -s "$ACKED"
 kill9_daemon
 sleep 1
 mariadb_kill9
