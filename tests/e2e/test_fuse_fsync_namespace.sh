@@ -88,22 +88,23 @@ python3 -c "import sys; z, t = float('$zil'), float('$txg'); sys.exit(0 if z > 2
     fail "fsync after namespace changes: $zil log commits/s against $txg txg commits/s"
 
 # The queries above take a second or more; a txg that commits meanwhile would
-# leave nothing to replay. One more fsync'd change right before the kill puts
-# the kill milliseconds after a log commit, well inside the txg interval.
-python3 - "$M" >>"$T/expected" <<'PY' || fail "the last fsync'd change failed"
-import os, sys
-m = sys.argv[1]
+# leave nothing to replay. One more fsync'd change, and the kill sent by the
+# same process the moment its fsyncs return: a txg commit in between would
+# also leave nothing to replay, and python's exit before bash's kill took
+# 15-100 ms on a loaded machine (a 5 s txg timer: about one run in a hundred).
+python3 - "$M" "$DAEMON_PID" >>"$T/expected" <<'PY' || fail "the last fsync'd change failed"
+import os, signal, sys
+m, daemon = sys.argv[1], int(sys.argv[2])
 p = f"{m}/last"  # at the root: the walk does not list the root's own mtime
 fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
 os.write(fd, b"last\n")
-os.fsync(fd)
 os.close(fd)
-dfd = os.open(m, os.O_RDONLY)
-os.fsync(dfd)
-os.close(dfd)
 st = os.lstat(p)
 print(p[len(m):], oct(st.st_mode), st.st_uid, st.st_gid, st.st_nlink,
-      st.st_size, int(st.st_mtime), open(p, "rb").read().hex())
+      st.st_size, int(st.st_mtime), open(p, "rb").read().hex(), flush=True)
+for q in (p, m):  # fsync the file, then its directory (left open: the mount dies)
+    os.fsync(os.open(q, os.O_RDONLY))
+os.kill(daemon, signal.SIGKILL)
 PY
 kill9_daemon
 start_daemon
