@@ -49,6 +49,21 @@ read_three() {
 
 read_all() { read_three tank/d 40 OBJ; }
 
+# fed DEV: the bytes the L2ARC holds on cache device DEV (a path's last part).
+fed() {
+    "$C" debug call pool.status '{"name":"tank"}' |
+        jq -r --arg d "/$1" '.[0].devices[] | select(.name | endswith($d)) | .cache.used'
+}
+# feeder_done DEV: DEV's fill stays the same over 0.3 s: the feeder has written
+# what the reads gave it (it writes every 200 ms; a fixed 0.5 s sleep raced
+# with it on a loaded machine).
+feeder_done() {
+    local a
+    a=$(fed "$1")
+    sleep 0.3
+    [[ -n $a && $(fed "$1") == "$a" ]]
+}
+
 start_daemon
 
 note "bad input: 'cache' needs devices; nothing is created"
@@ -149,7 +164,7 @@ write_three tank/n 50 NOBJ
 read_n() { read_three tank/n 50 NOBJ; }
 T2=$(fresh_second)
 read_n
-sleep 0.5 # the feeder writes what it was given every 200 ms
+wait_until 30 "the feeder done with tank/n's blocks" feeder_done c1
 read_n
 while (($(date +%s) <= T2)); do sleep 0.2; done
 out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T2" -H -p)
@@ -160,7 +175,7 @@ assert_eq "$(status_col "$(assert_ok "$C" pool status tank)" c1 11)" 0 "c1 hits 
 note "secondarycache=all on tank/n: the same reads are then served by c1"
 assert_ok "$C" set secondarycache=all tank/n
 read_n
-sleep 0.5
+wait_until 30 "the feeder done with tank/n's blocks" feeder_done c1
 read_n
 h=$(status_col "$(assert_ok "$C" pool status tank)" c1 11)
 note "c1 hits with secondarycache=all: $h"
