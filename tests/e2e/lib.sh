@@ -195,13 +195,15 @@ start_daemon() {
     fail "daemon not ready after 20 s"
 }
 
-# stop_daemon: SIGTERM, wait up to 20 s, else SIGKILL and fail.
+# stop_daemon: SIGTERM, wait up to 60 s, else SIGKILL and fail.
 # The daemon's exit status is left in $DAEMON_EXIT.
+# (60 s: with a busy FUSE mount the shutdown alone waits 15 s for the mount's
+# threads (fuse JOIN_TIMEOUT) before it exports; 20 s left a loaded machine 5.)
 stop_daemon() {
     [[ -n $DAEMON_PID ]] || fail "stop_daemon: no daemon started"
     local pid=$DAEMON_PID i
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 200; i++)); do
+    for ((i = 0; i < 600; i++)); do
         _alive "$pid" || break
         sleep 0.1
     done
@@ -210,7 +212,7 @@ stop_daemon() {
         wait "$pid" 2>/dev/null || true
         DAEMON_PID=
         _daemon_log_tail
-        fail "daemon did not exit within 20 s of SIGTERM (killed)"
+        fail "daemon did not exit within 60 s of SIGTERM (killed)"
     fi
     DAEMON_EXIT=0
     wait "$pid" 2>/dev/null || DAEMON_EXIT=$?
@@ -287,9 +289,8 @@ _e2e_cleanup() {
         fi
     elif _alive "$DAEMON_PID"; then
         kill -TERM "$DAEMON_PID" 2>/dev/null
-        # As long as stop_daemon waits: a shutdown that commits and exports
-        # can take seconds on a loaded machine.
-        for ((i = 0; i < 200; i++)); do
+        # As long as stop_daemon waits (see there).
+        for ((i = 0; i < 600; i++)); do
             _alive "$DAEMON_PID" || break
             sleep 0.1
         done
