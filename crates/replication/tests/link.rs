@@ -155,12 +155,14 @@ fn a_peer_that_stops_reading_fails_the_writer_within_its_timeout() {
     let spent = t0.elapsed();
     assert!(e.to_string().contains("stopped moving"), "{e}");
     assert!(spent < Duration::from_secs(4), "noticed after {spent:?}");
-    // The link is known dead: what follows fails at once, not after another timeout.
+    // The link is known dead: what follows fails at once, not after another
+    // timeout (1 s). The bound stays under that timeout but leaves a loaded
+    // machine room to schedule the thread (500 ms left half of it).
     let t1 = Instant::now();
     assert!(link.error("giving up").is_err());
     assert!(link.read_refusal().is_none());
     assert!(
-        t1.elapsed() < Duration::from_millis(500),
+        t1.elapsed() < Duration::from_millis(900),
         "{:?}",
         t1.elapsed()
     );
