@@ -37,7 +37,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::io;
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -215,7 +215,7 @@ const PROC4_COMPOUND: u32 = 1;
 /// (`nfs4::compound`). Anything else is read whole, as before.
 fn read_request<R: Read>(
     sh: &Shared,
-    r: &mut R,
+    r: &mut io::BufReader<R>,
     record: &mut Vec<u8>,
 ) -> io::Result<Option<Option<Payload<'static>>>> {
     record.clear();
@@ -238,9 +238,11 @@ fn read_request<R: Read>(
     };
     // The data's first bytes came with the head.
     let early = record.split_off(w.at);
-    let rest = (w.len - early.len()) as u64;
-    let mut src = (&early[..]).chain(r.by_ref().take(rest));
-    let data = Payload::read_from(&mut src, w.off, w.len, w.piece)?;
+    let rest = Unbuffered {
+        r: &mut *r,
+        left: w.len - early.len(),
+    };
+    let data = Payload::read_from(&mut (&early[..]).chain(rest), w.off, w.len, w.piece)?;
     rpc::read_exact_into(r, record, len - w.at - w.len)?;
     if w.v4 {
         // The data becomes an empty opaque: length 0, its padding dropped.
@@ -248,6 +250,34 @@ fn read_request<R: Read>(
         record.drain(w.at..w.at + pad(w.len));
     }
     Ok(Some(Some(data)))
+}
+
+/// Reads `left` bytes of a connection: what its `BufReader` holds first,
+/// then straight from the socket into the caller's buffer. `BufReader`
+/// bypasses its buffer only for reads larger than the buffer (256 KiB), so
+/// reading a WRITE's 128 KiB pieces through it copied every byte twice
+/// (socket to buffer, buffer to piece: 6% of a 1 MiB WRITE stream's server
+/// samples).
+struct Unbuffered<'a, R> {
+    r: &'a mut io::BufReader<R>,
+    left: usize,
+}
+
+impl<R: Read> Read for Unbuffered<'_, R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let want = out.len().min(self.left);
+        let held = self.r.buffer();
+        let n = if held.is_empty() {
+            self.r.get_mut().read(&mut out[..want])?
+        } else {
+            let n = held.len().min(want);
+            out[..n].copy_from_slice(&held[..n]);
+            self.r.consume(n);
+            n
+        };
+        self.left -= n;
+        Ok(n)
+    }
 }
 
 /// The XDR padding after `n` bytes of opaque data.
