@@ -56,4 +56,9 @@ pub fn decode_compound4(data: &[u8]) {
         }
     }
     let _ = crate::nfs4::client::Reply::decode(data);
+    // What the connection's reader decodes of a record's head to read a
+    // WRITE's data apart: where it says the data is lies within `data`.
+    if let Some(w) = crate::nfs4::ops::first_write(data, 1 << 20) {
+        assert!(w.data_at <= data.len() && w.len <= 1 << 20);
+    }
 }

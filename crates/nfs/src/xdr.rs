@@ -18,7 +18,8 @@ fn pad(n: usize) -> usize {
     (4 - n % 4) % 4
 }
 
-/// Reads XDR items from a message.
+/// Reads XDR items from a message (a clone reads on from the same place).
+#[derive(Clone)]
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,

@@ -27,6 +27,7 @@ use crate::nfs3::ns::{self, DirCtx};
 use crate::nfs3::procs::{self, check_setattr, to_setattr};
 use crate::nfs3::{may_io, Node, Target, MAY_READ, MAY_WRITE};
 use crate::xdr::Writer;
+use cachalot_datasets::Payload;
 use cachalot_posix::FileKind;
 
 const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 4;
@@ -258,11 +259,11 @@ impl Compound<'_, '_> {
         sid: &Stateid,
         off: u64,
         stable: u32,
-        data: &[u8],
+        data: Payload<'_>,
         w: &mut Writer,
     ) -> OpResult {
         let n = self.io_node(sid, true)?;
-        let len = procs::write_in(&n, off, stable, data.into())?;
+        let len = procs::write_in(&n, off, stable, data)?;
         self.ctx.note.borrow_mut().bytes = len as u64;
         let committed = if stable == procs::UNSTABLE {
             0

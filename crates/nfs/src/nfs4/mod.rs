@@ -34,6 +34,7 @@ use crate::nfs3::Ctx;
 use crate::rpc::RpcError;
 use crate::stats::Stats;
 use crate::xdr::{Reader, Writer};
+use cachalot_datasets::Payload;
 use consts::*;
 use ops::{Decoded, Op};
 use state::{Principal, SeqOutcome, SlotGuard, State};
@@ -57,6 +58,10 @@ pub struct Compound<'c, 'a> {
     /// READ's CPU). Cleared after every other operation, so nothing that
     /// operation changed (a REMOVE, a SETATTR, RESTOREFH) is ever read from it.
     pub putfh_resolved: std::cell::RefCell<Option<pseudo::Resolved>>,
+    /// The first WRITE's data when the connection's reader read it apart
+    /// from the record (that WRITE's data there is empty); taken by the
+    /// first WRITE run.
+    pub apart: Option<Payload<'static>>,
 }
 
 /// A hash of a COMPOUND's arguments, kept with its slot to tell a retry from
@@ -96,11 +101,15 @@ fn sessionless(op: u32) -> bool {
 
 /// Run a COMPOUND (`args` is COMPOUND4args); the result is COMPOUND4res.
 /// Only a header that does not decode is an RPC error (GARBAGE_ARGS).
+/// `apart`: the data of the first WRITE, read apart from `args` (where that
+/// WRITE's data is empty; see `ops::first_write`). The reply cache's hash is
+/// of `args` as they are, so a retry, read apart the same way, matches.
 pub fn compound(
     ctx: &Ctx<'_>,
     st: &State,
     stats: &Stats,
     args: &[u8],
+    apart: Option<Payload<'static>>,
 ) -> Result<Vec<u8>, RpcError> {
     let mut r = Reader::new(args);
     let (tag, minor, nops) = ops::header(&mut r)?;
@@ -121,6 +130,7 @@ pub fn compound(
         saved: None,
         cur_sid: None,
         putfh_resolved: Default::default(),
+        apart,
     };
     let start = Instant::now();
     st.expire(start);
@@ -366,7 +376,10 @@ impl Compound<'_, '_> {
                 offset,
                 stable,
                 data,
-            } => self.write(&stateid, offset, stable, data, w),
+            } => {
+                let data = self.apart.take().unwrap_or(data.into());
+                self.write(&stateid, offset, stable, data, w)
+            }
             Op::Commit { .. } => self.commit(w),
             Op::Setattr { stateid, attrs } => self.setattr(&stateid, &attrs, w),
             Op::Create { kind, name, attrs } => self.create(&kind, name, &attrs, w),

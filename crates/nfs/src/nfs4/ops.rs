@@ -723,6 +723,62 @@ pub fn header<'a>(r: &mut Reader<'a>) -> XResult<(&'a [u8], u32, u32)> {
     Ok((r.string(NFS4_OPAQUE_LIMIT)?, r.u32()?, r.u32()?))
 }
 
+/// Where a COMPOUND's first WRITE has its data, found in the first bytes of
+/// COMPOUND4args (see [`first_write`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WriteAt<'a> {
+    /// Offset of the data in the bytes given (just after its length word).
+    pub data_at: usize,
+    /// The data's length (at most `max`).
+    pub len: usize,
+    /// The WRITE's file offset.
+    pub offset: u64,
+    /// The handle of the last PUTFH before the WRITE.
+    pub fh: &'a [u8],
+}
+
+/// If `head`, the first bytes of a COMPOUND4args (minor version 1), holds
+/// every operation before the first WRITE, a PUTFH among them, and the
+/// WRITE's arguments up to its data's length word, and that length is at most
+/// `max`: where its data starts. The connection's reader uses it to read the
+/// data apart from the record (`server::read_request`); the operations before
+/// are decoded by [`decode`] as the COMPOUND will decode them. The handle only
+/// picks the size of the pieces the data is read in (SAVEFH/RESTOREFH between
+/// may make the WRITE's file another), so it need not be the WRITE's.
+pub fn first_write(head: &[u8], max: usize) -> Option<WriteAt<'_>> {
+    let mut r = Reader::new(head);
+    let (_, minor, nops) = header(&mut r).ok()?;
+    if minor != 1 {
+        return None;
+    }
+    let mut fh = None;
+    // Each operation takes at least its number's 4 bytes: at most
+    // head.len() / 4 rounds whatever `nops` says.
+    for _ in 0..nops {
+        let mut probe = r.clone();
+        if probe.u32().ok()? == OP_WRITE {
+            let (_, offset, _) = (
+                stateid(&mut probe).ok()?,
+                probe.u64().ok()?,
+                probe.u32().ok()?,
+            );
+            let len = probe.u32().ok()? as usize;
+            return (len <= max).then_some(WriteAt {
+                data_at: head.len() - probe.remaining(),
+                len,
+                offset,
+                fh: fh?,
+            });
+        }
+        match decode(&mut r) {
+            Decoded::Op(_, Op::Putfh(h)) => fh = Some(h),
+            Decoded::Op(..) => {}
+            Decoded::Illegal | Decoded::BadXdr(_) => return None,
+        }
+    }
+    None
+}
+
 /// Decode a whole COMPOUND (the fuzz target; the server decodes lazily).
 pub fn decode_compound(b: &[u8]) -> XResult<Vec<Decoded<'_>>> {
     let mut r = Reader::new(b);
