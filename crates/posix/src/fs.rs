@@ -24,7 +24,7 @@ use crate::error::{Errno, Result};
 use crate::inode::{FileKind, Inode, Timespec};
 use crate::master;
 use crate::objio::{ObjRead, ObjWrite};
-use cachalot_datasets::{Dataset, Payload, Store, StoreError};
+use cachalot_datasets::{Dataset, Payload, ReadFrom, Store, StoreError};
 use cachalot_objects::ObjectInfo;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use std::collections::HashMap;
@@ -427,6 +427,17 @@ impl Fs {
     /// does: when it is older than mtime or ctime, or a day old.
     pub fn read(&self, obj: u64, off: u64, len: usize) -> Result<Vec<u8>> {
         let data = self.ds.read(obj, off, len)?;
+        let _ = self.touch_atime(obj);
+        Ok(data)
+    }
+
+    /// `read` with the records it covers shared, not copied: a reply can be
+    /// sent from them (a 16K read of a 16K record is the record itself).
+    pub fn read_payload(&self, obj: u64, off: u64, len: usize) -> Result<Payload<'static>> {
+        let data = self
+            .ds
+            .read_payload(obj, off, len, ReadFrom::Anywhere)?
+            .unwrap_or_default(); // only a `Memory` read gives None
         let _ = self.touch_atime(obj);
         Ok(data)
     }
