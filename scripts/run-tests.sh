@@ -212,5 +212,15 @@ echo
 if ((FAILED > 0)); then
     echo "failed: ${FAILED_NAMES[*]}"
 fi
-echo "$PASSED passed, $FAILED failed"
+# Say when the run was not the whole suite, so a short run never reads as a
+# full pass.
+SMALLER=()
+[[ ${SKIP_CARGO:-0} == 1 ]] && SMALLER+=("cargo tests skipped (SKIP_CARGO=1)")
+[[ -n ${E2E_FILTER:-} ]] && SMALLER+=("e2e scripts filtered (E2E_FILTER=$E2E_FILTER)")
+[[ ${SKIP_LINT:-0} == 1 ]] && SMALLER+=("lint skipped (SKIP_LINT=1)")
+if ((${#SMALLER[@]} > 0)); then
+    echo "$PASSED passed, $FAILED failed; NOT the whole suite: $(IFS=';'; echo "${SMALLER[*]}" | sed 's/;/; /g')"
+else
+    echo "$PASSED passed, $FAILED failed"
+fi
 ((FAILED == 0))

@@ -623,6 +623,19 @@ impl Tx<'_> {
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
+        // A panic inside the change left it half made (a rename's remove
+        // without its insert): logging it would replay half a change, and the
+        // next txg would commit it. Fail closed instead: the pool suspends
+        // before the hold is released, so no commit takes it; `pool clear`
+        // re-imports from the last txg and the log, without it. (A frontend
+        // that catches the panic answers EIO; the pool stays suspended.)
+        if std::thread::panicking() {
+            self.store.pool().suspend(format!(
+                "internal error (a panic) inside a change to dataset '{}': its state is not trusted",
+                self.ds.name()
+            ));
+            return;
+        }
         // Still inside the txg hold: the group's txg is the one holding the
         // changes, and no commit can start between the changes and their itxs.
         let recs = std::mem::take(&mut *self.log.lock());

@@ -94,6 +94,43 @@ pub fn parse_size(s: &str) -> Option<u64> {
     cachalot_size::parse_size(s).ok()
 }
 
+/// The properties whose value is one of a few words, stored as given.
+fn one_of(prop: &str) -> Option<&'static [&'static str]> {
+    Some(match prop {
+        "sync" => &["standard", "always", "disabled"],
+        "logbias" => &["latency", "throughput"],
+        // secondarycache: what of the dataset the L2ARC is fed (from the ARC's
+        // evictions, so primarycache limits it too).
+        "primarycache" | "secondarycache" => &["all", "metadata", "none"],
+        // Inherited like sharenfs: set on a filesystem, they apply to the
+        // volumes below it (the NBD and iSCSI servers serve volumes only).
+        "sharenbd" | "shareiscsi" => &["on", "off"],
+        _ => return None,
+    })
+}
+
+/// "a, b or c".
+fn or_list(words: &[&str]) -> String {
+    match words.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// A mountpoint's stored form: an absolute path without a trailing slash (the
+/// root stays "/"), none or legacy; None for anything else.
+fn canonical_mountpoint(value: &str) -> Option<String> {
+    if value == "none" || value == "legacy" {
+        return Some(value.into());
+    }
+    if !value.starts_with('/') {
+        return None;
+    }
+    let v = value.trim_end_matches('/');
+    Some(if v.is_empty() { "/".into() } else { v.into() })
+}
+
 /// Validate a value for a settable property and return its canonical stored form.
 pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
     let bad = |why: &str| {
@@ -101,6 +138,12 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
             "invalid value '{value}' for property '{prop}': {why}"
         ))
     };
+    if let Some(words) = one_of(prop) {
+        if words.contains(&value) {
+            return Ok(value.into());
+        }
+        return Err(bad(&format!("expected {}", or_list(words))));
+    }
     match prop {
         "recordsize" => {
             if is_volume {
@@ -124,20 +167,6 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
             )),
             _ => Err(bad("expected on or blake3")),
         },
-        "sync" => match value {
-            "standard" | "always" | "disabled" => Ok(value.into()),
-            _ => Err(bad("expected standard, always or disabled")),
-        },
-        "logbias" => match value {
-            "latency" | "throughput" => Ok(value.into()),
-            _ => Err(bad("expected latency or throughput")),
-        },
-        // secondarycache: what of the dataset the L2ARC is fed (from the ARC's
-        // evictions, so primarycache limits it too).
-        "primarycache" | "secondarycache" => match value {
-            "all" | "metadata" | "none" => Ok(value.into()),
-            _ => Err(bad("expected all, metadata or none")),
-        },
         "quota" | "reservation" => {
             if value == "none" || value == "0" {
                 return Ok("none".into());
@@ -151,17 +180,8 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                     "property 'mountpoint' does not apply to volumes".into(),
                 ));
             }
-            if value == "none" || value == "legacy" || value.starts_with('/') {
-                Ok(value.trim_end_matches('/').to_string()).map(|v| {
-                    if v.is_empty() {
-                        "/".into()
-                    } else {
-                        v
-                    }
-                })
-            } else {
-                Err(bad("must be an absolute path, none or legacy"))
-            }
+            canonical_mountpoint(value)
+                .ok_or_else(|| bad("must be an absolute path, none or legacy"))
         }
         "sharenfs" => {
             if is_volume {
@@ -171,12 +191,6 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
             }
             crate::share::canonical_sharenfs(value).map_err(|why| bad(&why))
         }
-        // Inherited like sharenfs: set on a filesystem, it applies to the volumes
-        // below it (the NBD server serves volumes only).
-        "sharenbd" => match value {
-            "on" | "off" => Ok(value.into()),
-            _ => Err(bad("expected on or off")),
-        },
         "volsize" => {
             if !is_volume {
                 return Err(StoreError::Invalid(
@@ -188,11 +202,6 @@ pub fn validate(prop: &str, value: &str, is_volume: bool) -> Result<String> {
                 .ok_or_else(|| bad("not a size"))?;
             Ok(n.to_string())
         }
-        // Inherited, so a filesystem may set it for the volumes below it.
-        "shareiscsi" => match value {
-            "on" | "off" => Ok(value.into()),
-            _ => Err(bad("expected on or off")),
-        },
         p if is_user_prop(p) => {
             if value.len() > 8192 {
                 return Err(bad("user property values are limited to 8192 bytes"));
@@ -270,5 +279,17 @@ mod tests {
         assert!(is_inheritable("sharenbd"));
         assert_eq!(validate("shareiscsi", "on", true).unwrap(), "on");
         assert!(validate("shareiscsi", "yes", true).is_err());
+        // The word lists' refusals, as the CLI prints them.
+        let why = |p: &str, v: &str| validate(p, v, false).unwrap_err().to_string();
+        assert!(why("sync", "x").ends_with("expected standard, always or disabled"));
+        assert!(why("logbias", "x").ends_with("expected latency or throughput"));
+        assert!(why("sharenbd", "x").ends_with("expected on or off"));
+        assert_eq!(
+            validate("logbias", "throughput", false).unwrap(),
+            "throughput"
+        );
+        assert_eq!(validate("mountpoint", "/a/b//", false).unwrap(), "/a/b");
+        assert_eq!(validate("mountpoint", "//", false).unwrap(), "/");
+        assert_eq!(validate("mountpoint", "legacy", false).unwrap(), "legacy");
     }
 }

@@ -231,27 +231,20 @@ const RESILVER_BATCH: usize = 64;
 /// for the CPU nor the CPU for the devices.
 const RESILVER_WORKERS: usize = 4;
 
-/// A resilver: collect every block pointer of the committed tree, sort them by
-/// DVA and rebuild them in that order, skipping those before the position an
-/// interrupted run saved, and saving the position as it goes (every block
-/// before it is rebuilt and flushed: see `Pool::save_resilver_pos`).
-///
-/// Blocks go in batches of consecutive keys, each rebuilt as a whole by
-/// `Pool::resilver_batch` (merged reads, only the missing columns written,
-/// in order on the new device). The position is only saved between batches,
-/// when every block before it is done.
-fn resilver(
+/// The blocks a resilver rebuilds, sorted by DVA (`scan_key`), each once:
+/// those of the committed trees under `roots` (each above its floor) and the
+/// space maps, born at or after `min_birth`. None when stopped while listing.
+fn resilver_list(
     pool: &Pool,
     cache: &BlockCache,
     roots: &[(BlkPtr, u64)],
+    min_birth: u64,
     st: &Mutex<ScrubStatus>,
     cancel: &AtomicBool,
-    workers: usize,
-) {
+) -> Option<Vec<BlkPtr>> {
     // Blocks born before this are on every resilvering device already. A
     // parent is born with or after each of its children (copy-on-write), so
     // the traversal skips the subtree of a block born earlier.
-    let min_birth = pool.resilver_min_birth();
     let mut bps: Vec<BlkPtr> = Vec::new();
     for (root, floor) in roots {
         let mut collect = |bp: &BlkPtr| {
@@ -270,7 +263,7 @@ fn resilver(
     // Stopped while collecting: the list may miss blocks, so no position may
     // be taken from it.
     if cancel.load(Ordering::Relaxed) {
-        return;
+        return None;
     }
     bps.sort_by_key(scan_key);
     // Blocks shared by snapshots and clones are rebuilt once.
@@ -279,6 +272,30 @@ fn resilver(
     {
         bps.remove(bps.len() / 2);
     }
+    Some(bps)
+}
+
+/// A resilver: collect every block pointer of the committed tree, sort them by
+/// DVA and rebuild them in that order, skipping those before the position an
+/// interrupted run saved, and saving the position as it goes (every block
+/// before it is rebuilt and flushed: see `Pool::save_resilver_pos`).
+///
+/// Blocks go in batches of consecutive keys, each rebuilt as a whole by
+/// `Pool::resilver_batch` (merged reads, only the missing columns written,
+/// in order on the new device). The position is only saved between batches,
+/// when every block before it is done.
+fn resilver(
+    pool: &Pool,
+    cache: &BlockCache,
+    roots: &[(BlkPtr, u64)],
+    st: &Mutex<ScrubStatus>,
+    cancel: &AtomicBool,
+    workers: usize,
+) {
+    let min_birth = pool.resilver_min_birth();
+    let Some(bps) = resilver_list(pool, cache, roots, min_birth, st, cancel) else {
+        return;
+    };
     {
         // What this resilver covers: all allocated blocks, or those born since
         // `min_birth`.

@@ -247,6 +247,64 @@ fn send_blocks(
     Ok(())
 }
 
+/// The records after BEGIN: FREEOBJECT for each object of the base `f_ds`
+/// that the snapshot lacks, then each object of the snapshot that changed
+/// since the base (all of them in a full stream), from `resume` on.
+fn send_objects(
+    w: &mut Writer,
+    s_os: &ObjectSet,
+    f_ds: Option<&Dataset>,
+    resume: Option<ResumePos>,
+) -> Result<()> {
+    let s_objs: BTreeSet<u64> = s_os.list_objects()?.into_iter().collect();
+    if let Some(f) = f_ds {
+        for id in f.objset().list_objects()? {
+            if !s_objs.contains(&id) {
+                w.record(REC_FREEOBJECT, &id.to_le_bytes())?;
+            }
+        }
+    }
+    // A resumed stream skips the objects the target has whole, and the
+    // blocks below the resume offset of the one it was in.
+    let (skip_below, resume_at) = resume.map_or((0, None), |p| (p.object, Some(p)));
+    for &id in s_objs.range(skip_below..) {
+        let si = s_os.info(id)?;
+        let fi = f_ds.and_then(|f| f.objset().info(id).ok());
+        // The receiver's object holds the base's blocks whenever the base
+        // has an object of this id and block size (`recv_object` keeps
+        // them, lineage or not: an object deleted and recreated under the
+        // same id included); with another block size it starts empty.
+        let base_blocks = fi.as_ref().is_some_and(|fi| fi.blksz == si.blksz);
+        if let (Some(fi), Some(f)) = (&fi, f_ds) {
+            if *fi == si && f.objset().object_root(id)? == s_os.object_root(id)? {
+                continue;
+            }
+        }
+        let mut obj = Vec::with_capacity(29 + BONUS_SIZE);
+        obj.extend_from_slice(&id.to_le_bytes());
+        obj.push(si.otype);
+        obj.extend_from_slice(&si.blksz.to_le_bytes());
+        obj.extend_from_slice(&si.size.to_le_bytes());
+        obj.extend_from_slice(&si.bonus);
+        w.record(REC_OBJECT, &obj)?;
+        w.stats.objects += 1;
+        let bs = si.blksz as u64;
+        // Against those blocks: holes free what the base has there, and a
+        // block pointer equal to the base's is the same data (same address
+        // and birth). Without them holes are implicit.
+        let base = match (f_ds, base_blocks) {
+            (Some(f), true) => Some(f.objset()),
+            _ => None,
+        };
+        let first = match resume_at {
+            Some(p) if p.object == id => p.offset.div_ceil(bs),
+            _ => 0,
+        };
+        send_blocks(w, s_os, base, id, bs, si.size, first)?;
+    }
+    Ok(())
+}
+
 fn u64at(b: &[u8], o: usize) -> Result<u64> {
     b.get(o..o + 8)
         .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
@@ -446,53 +504,7 @@ impl Store {
             REC_BEGIN,
             &serde_json::to_vec(&begin).expect("begin serializes"),
         )?;
-        let s_os = s_ds.objset();
-        let s_objs: BTreeSet<u64> = s_os.list_objects()?.into_iter().collect();
-        if let Some(f) = &f_ds {
-            for id in f.objset().list_objects()? {
-                if !s_objs.contains(&id) {
-                    w.record(REC_FREEOBJECT, &id.to_le_bytes())?;
-                }
-            }
-        }
-        // A resumed stream skips the objects the target has whole, and the
-        // blocks below the resume offset of the one it was in.
-        let (skip_below, resume_at) = resume.map_or((0, None), |p| (p.object, Some(p)));
-        for &id in s_objs.range(skip_below..) {
-            let si = s_os.info(id)?;
-            let fi = f_ds.as_ref().and_then(|f| f.objset().info(id).ok());
-            // The receiver's object holds the base's blocks whenever the base
-            // has an object of this id and block size (`recv_object` keeps
-            // them, lineage or not: an object deleted and recreated under the
-            // same id included); with another block size it starts empty.
-            let base_blocks = fi.as_ref().is_some_and(|fi| fi.blksz == si.blksz);
-            if let (Some(fi), Some(f)) = (&fi, &f_ds) {
-                if *fi == si && f.objset().object_root(id)? == s_os.object_root(id)? {
-                    continue;
-                }
-            }
-            let mut obj = Vec::with_capacity(29 + BONUS_SIZE);
-            obj.extend_from_slice(&id.to_le_bytes());
-            obj.push(si.otype);
-            obj.extend_from_slice(&si.blksz.to_le_bytes());
-            obj.extend_from_slice(&si.size.to_le_bytes());
-            obj.extend_from_slice(&si.bonus);
-            w.record(REC_OBJECT, &obj)?;
-            w.stats.objects += 1;
-            let bs = si.blksz as u64;
-            // Against those blocks: holes free what the base has there, and a
-            // block pointer equal to the base's is the same data (same address
-            // and birth). Without them holes are implicit.
-            let base = match (&f_ds, base_blocks) {
-                (Some(f), true) => Some(f.objset()),
-                _ => None,
-            };
-            let first = match resume_at {
-                Some(p) if p.object == id => p.offset.div_ceil(bs),
-                _ => 0,
-            };
-            send_blocks(&mut w, s_os, base, id, bs, si.size, first)?;
-        }
+        send_objects(&mut w, s_ds.objset(), f_ds.as_deref(), resume)?;
         let mut end = Vec::with_capacity(40);
         end.extend_from_slice(&(w.stats.records + 1).to_le_bytes());
         end.extend_from_slice(w.running.finalize().as_bytes());

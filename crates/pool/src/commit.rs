@@ -61,10 +61,21 @@ pub(crate) fn write_labels(
     Ok(())
 }
 
-/// The valid uberblocks of each uberblock ring that reads (one ring per label
-/// copy), in label order: an import tells a commit cut before its final flush
-/// by a txg present in some rings of a device and absent from others.
-pub(crate) fn read_uberblock_rings(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Vec<Uberblock>> {
+/// One uberblock ring (one label copy) of a device, as an import reads it.
+pub(crate) struct Ring {
+    /// The valid uberblocks of this pool in their own slots.
+    pub ubs: Vec<Uberblock>,
+    /// Slots whose bytes are neither blank nor a valid uberblock: damage, never
+    /// a cut. An uberblock fits in the first 512-byte sector of its slot, and a
+    /// cut write lands whole sectors or nothing, so a cut leaves a slot's older
+    /// content (a valid older uberblock, or zeros), never a failed checksum.
+    pub rotted: Vec<u64>,
+}
+
+/// The uberblock rings of each label copy of a device that reads, in label
+/// order: an import tells a commit cut before its final flush by a txg present
+/// in some rings of a device and absent from others (`import::torn_commit`).
+pub(crate) fn read_uberblock_rings(dev: &dyn BlockDevice, pool_guid: u64) -> Vec<Ring> {
     let mut rings = Vec::new();
     let ring = (UBER_SLOTS * UBER_SLOT_SIZE) as usize;
     let mut buf = vec![0u8; ring];
@@ -72,13 +83,20 @@ pub(crate) fn read_uberblock_rings(dev: &dyn BlockDevice, pool_guid: u64) -> Vec
         if dev.read_at(&mut buf, off + UBER_RING_OFFSET).is_err() {
             continue;
         }
-        let mut out = Vec::new();
-        for slot in 0..UBER_SLOTS as usize {
-            let s = slot * UBER_SLOT_SIZE as usize;
-            if let Some(ub) = Uberblock::decode(&buf[s..s + UBER_SIZE]) {
-                if ub.pool_guid == pool_guid && ub.txg % UBER_SLOTS == slot as u64 {
-                    out.push(ub);
+        let mut out = Ring {
+            ubs: Vec::new(),
+            rotted: Vec::new(),
+        };
+        for slot in 0..UBER_SLOTS {
+            let s = (slot * UBER_SLOT_SIZE) as usize;
+            let bytes = &buf[s..s + UBER_SIZE];
+            match Uberblock::decode(bytes) {
+                Some(ub) if ub.pool_guid == pool_guid && ub.txg % UBER_SLOTS == slot => {
+                    out.ubs.push(ub)
                 }
+                Some(_) => {}
+                None if bytes.iter().all(|&b| b == 0) => {}
+                None => out.rotted.push(slot),
             }
         }
         rings.push(out);
@@ -149,19 +167,28 @@ impl Pool {
         let enc = ub.encode();
         let slot = (txg % UBER_SLOTS) * UBER_SLOT_SIZE;
         let mut written = 0;
+        // Leaves that took the uberblock into some of their rings but not all.
+        let mut partial = Vec::new();
         for t in &tops {
             for leaf in &t.leaves {
                 if let Some(d) = &leaf.dev {
-                    for off in label_offsets(d.size()) {
-                        if d.write_at(&enc, off + UBER_RING_OFFSET + slot).is_ok() {
-                            written += 1;
-                        }
+                    let offs = label_offsets(d.size());
+                    let took = offs
+                        .iter()
+                        .filter(|&&off| d.write_at(&enc, off + UBER_RING_OFFSET + slot).is_ok())
+                        .count();
+                    written += took;
+                    if took > 0 && took < offs.len() {
+                        partial.push(leaf.guid);
                     }
                 }
             }
         }
         if written == 0 {
             return Err(PoolError::Suspended("no device took the uberblock".into()));
+        }
+        if !partial.is_empty() {
+            self.record_ring_misses(txg, &partial)?;
         }
         for t in &tops {
             t.flush()?;

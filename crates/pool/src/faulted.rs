@@ -14,9 +14,17 @@
 //! a single disk, or a raidz faulted beyond its parity, keeps its labels as they
 //! were, since its writes fail, the pool suspends, and an import must then read
 //! every device.
+//!
+//! A leaf whose write of a commit's uberblock failed on some of its four rings
+//! (not all: a leaf holding it in none is no evidence either way) is recorded
+//! too (`RingMiss`), in the same commit before its final flush: otherwise its
+//! rings would show that finished commit as one cut before its final flush,
+//! which an import may skip silently (`import::torn_commit`).
 
 use crate::error::Result;
+use crate::label::{RingMiss, UBER_SLOTS};
 use crate::pool::{top_config, Pool};
+use crate::vdev::Leaf;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl Pool {
@@ -53,6 +61,33 @@ impl Pool {
         let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
         // The faulted leaves get no I/O (a dead disk would fail the commit).
         self.write_label_headers_where(&cfg, |l| !l.is_faulted())
+    }
+
+    /// Record that the uberblock of `txg` reached only some rings of `leaves`;
+    /// called by its commit after the ring writes, before the final flush. The
+    /// record goes to the leaves that took every ring write, or, when there is
+    /// none (a single disk), to the leaves themselves; a failed record fails the
+    /// commit (not acknowledged, the pool suspends).
+    pub(crate) fn record_ring_misses(&self, txg: u64, leaves: &[u64]) -> Result<()> {
+        let mut w = self.config.write();
+        w.config_txg = w.next_config_txg(txg);
+        // Older txgs' slots have been written again since.
+        w.ring_misses.retain(|m| m.txg + UBER_SLOTS > txg);
+        w.ring_misses
+            .extend(leaves.iter().map(|&leaf| RingMiss { leaf, txg }));
+        let cfg = parking_lot::RwLockWriteGuard::downgrade(w);
+        let whole = |l: &Leaf| !l.is_faulted() && !leaves.contains(&l.guid);
+        let any_whole = self
+            .vdevs
+            .read()
+            .iter()
+            .flat_map(|t| t.leaves.iter())
+            .any(|l| l.dev.is_some() && whole(l));
+        if any_whole {
+            self.write_label_headers_where(&cfg, whole)
+        } else {
+            self.write_label_headers_where(&cfg, |l| !l.is_faulted())
+        }
     }
 }
 

@@ -13,9 +13,13 @@
 //!   device and only then flushes: a commit whose final flush returned (the one
 //!   a caller may have been told about) left its txg in every ring of each
 //!   device that took it. A txg present in some rings of a device and absent
-//!   from (or torn in) another readable ring of the same device is a commit cut
-//!   before its final flush: never acknowledged. Only such an uberblock may be
-//!   skipped silently when its tree does not read.
+//!   from another readable ring of the same device is a commit cut before its
+//!   final flush: never acknowledged. Only such an uberblock may be skipped
+//!   silently when its tree does not read. Absent means the slot holds older
+//!   content (a valid older uberblock, or zeros): a slot failing its checksum
+//!   is rot, which a cut cannot leave (the uberblock is one sector); and a ring
+//!   write that failed while the commit went on is recorded in the labels
+//!   (`RingMiss`) before the final flush, so that leaf's rings are no evidence.
 //! - Any other uberblock whose tree does not read stops a normal import with an
 //!   error naming the txg, the read error and the devices' error counts.
 //!   `Rewind::Allow` goes back to the newest older uberblock whose tree reads
@@ -25,7 +29,7 @@
 
 use crate::allocator::{SpaceState, USABLE_CLASSES};
 use crate::blkptr::BlkPtr;
-use crate::commit::{now_ns, read_label, read_uberblock_rings, write_labels};
+use crate::commit::{now_ns, read_label, read_uberblock_rings, write_labels, Ring};
 use crate::device::{BlockDevice, FileDevice};
 use crate::error::{PoolError, Result};
 use crate::label::*;
@@ -203,6 +207,7 @@ impl Pool {
             resilver_walk: 0,
             spares: vec![],
             cache: vec![],
+            ring_misses: vec![],
         };
         let mut tops = Vec::new();
         for (id, ((kind, log), group)) in groups.into_iter().enumerate() {
@@ -464,14 +469,24 @@ impl Pool {
                 ashift: config.ashift,
             }));
         }
-        // Per device, the uberblocks of each ring that reads.
-        let rings: Vec<Vec<Vec<Uberblock>>> = tops
+        // Per device, each ring that reads.
+        let rings: Vec<DeviceRings> = tops
             .iter()
             .flat_map(|t| t.leaves.iter())
-            .filter_map(|l| l.dev.as_ref())
-            .map(|d| read_uberblock_rings(d.as_ref(), config.guid))
+            .filter_map(|l| {
+                let d = l.dev.as_ref()?;
+                Some(DeviceRings {
+                    leaf: l.guid,
+                    rings: read_uberblock_rings(d.as_ref(), config.guid),
+                })
+            })
             .collect();
-        let mut ubs: Vec<Uberblock> = rings.iter().flatten().flatten().copied().collect();
+        let mut ubs: Vec<Uberblock> = rings
+            .iter()
+            .flat_map(|d| d.rings.iter())
+            .flat_map(|r| r.ubs.iter())
+            .copied()
+            .collect();
         ubs.sort_by_key(|u| std::cmp::Reverse(u.txg));
         ubs.dedup_by_key(|u| u.txg);
         if ubs.is_empty() {
@@ -494,9 +509,10 @@ impl Pool {
     fn open_at_uberblock(
         &self,
         ubs: Vec<Uberblock>,
-        rings: &[Vec<Vec<Uberblock>>],
+        rings: &[DeviceRings],
         rewind: Rewind,
     ) -> Result<()> {
+        let misses = self.config.read().ring_misses.clone();
         // Txgs whose tree did not read though their commit finished.
         let mut dropped: Vec<(u64, PoolError)> = Vec::new();
         let mut last_err = None;
@@ -520,7 +536,7 @@ impl Pool {
                     }
                     return Ok(());
                 }
-                Err(e) if torn_commit(rings, ub.txg) => last_err = Some(e),
+                Err(e) if torn_commit(rings, &misses, ub.txg) => last_err = Some(e),
                 Err(e) if rewind == Rewind::Allow => dropped.push((ub.txg, e)),
                 Err(e) => {
                     return Err(PoolError::Import(format!(
@@ -571,13 +587,27 @@ pub enum Rewind {
     Allow,
 }
 
+/// The uberblock rings of one leaf device.
+struct DeviceRings {
+    leaf: u64,
+    rings: Vec<Ring>,
+}
+
 /// The commit of `txg` was cut before its final flush: some device holds it in
 /// one of its uberblock rings and not in another that reads (module comment).
-fn torn_commit(rings: &[Vec<Vec<Uberblock>>], txg: u64) -> bool {
-    rings.iter().any(|dev| {
-        let has = |ring: &Vec<Uberblock>| ring.iter().any(|u| u.txg == txg);
-        dev.iter().any(has) && !dev.iter().all(has)
-    })
+/// Not absent: a slot that fails its checksum (rot; a cut never leaves one,
+/// see `Ring::rotted`), nor the rings of a leaf whose write of that uberblock
+/// failed while the commit went on (`RingMiss`, recorded before the commit's
+/// final flush). Either would otherwise pass a finished, acknowledged commit
+/// off as cut and let a damaged newest tree be skipped without the refusal.
+fn torn_commit(devs: &[DeviceRings], misses: &[RingMiss], txg: u64) -> bool {
+    let slot = txg % UBER_SLOTS;
+    let has = |r: &Ring| r.ubs.iter().any(|u| u.txg == txg);
+    devs.iter()
+        .filter(|d| !misses.contains(&RingMiss { leaf: d.leaf, txg }))
+        .any(|d| {
+            d.rings.iter().any(has) && d.rings.iter().any(|r| !has(r) && !r.rotted.contains(&slot))
+        })
 }
 
 /// A raidz vdev with more missing children than parity columns cannot be read:

@@ -119,6 +119,19 @@ pub struct PoolConfig {
     /// guid sum, so a missing one never stops an import.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache: Vec<LeafConfig>,
+    /// Commits whose uberblock a leaf took into some of its rings but not all
+    /// (a failed write): that leaf's rings do not show those txgs cut (see
+    /// `import::torn_commit`). Entries older than the ring are dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ring_misses: Vec<RingMiss>,
+}
+
+/// The uberblock of `txg` did not reach every ring of leaf `leaf`: its write
+/// failed on some label copies while the commit went on (`commit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingMiss {
+    pub leaf: u64,
+    pub txg: u64,
 }
 
 /// Which blocks a resilver's walk lists, stored with each saved position:
@@ -295,6 +308,7 @@ mod tests {
                 resilver_walk: RESILVER_WALK,
                 spares: vec![],
                 cache: vec![],
+                ring_misses: vec![RingMiss { leaf: 8, txg: 9 }],
             },
             leaf_guid: 8,
             top_id: 0,

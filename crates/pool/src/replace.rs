@@ -24,7 +24,7 @@ use crate::label::{leaf_data_size, LabelHeader, ScanPos, VdevKind, RESILVER_WALK
 use crate::pool::{top_config, Pool};
 use crate::vdev::{ErrorCounters, Leaf, TopVdev};
 use crate::vdev_spec::{open_for_create, CreateOpts};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -114,6 +114,82 @@ impl Pool {
         self.replace_with(old, Replacement::Path(new), opts, next_txg)
     }
 
+    /// Put `dev` (at `path`) in the place of leaf `li` of top vdev `ti`,
+    /// resilvering: its labels first (whole, with an empty ring), then the
+    /// pool's configuration and every other label.
+    fn install_replacement(
+        &self,
+        top: &TopVdev,
+        ti: usize,
+        li: usize,
+        dev: Arc<dyn BlockDevice>,
+        path: PathBuf,
+        next_txg: u64,
+    ) -> Result<()> {
+        let mut leaves: Vec<Leaf> = top.leaves.iter().map(carry).collect();
+        leaves[li] = Leaf {
+            guid: self.env.guid(),
+            path,
+            dev: Some(dev),
+            errors: ErrorCounters::default(),
+            resilvering: true.into(),
+            fault: Default::default(),
+        };
+        let new_top = rebuilt(top, leaves);
+        let mut cfg = self.config.read().clone();
+        cfg.config_txg = cfg.next_config_txg(next_txg);
+        cfg.vdevs[ti] = top_config(&new_top);
+        // A new replacement needs every block: a saved position no longer holds.
+        cfg.resilver_from = None;
+        // A spare taking over is a member from now on.
+        cfg.spares.retain(|s| s.path != new_top.leaves[li].path);
+        let l = &new_top.leaves[li];
+        let h = LabelHeader {
+            config: cfg.clone(),
+            leaf_guid: l.guid,
+            top_id: new_top.id,
+        };
+        write_labels(l.dev.as_deref().expect("just opened"), &h, true)?;
+        self.vdevs.write()[ti] = Arc::new(new_top);
+        *self.config.write() = cfg;
+        self.rewrite_label_headers()?;
+        Ok(())
+    }
+
+    /// Refuse (without -f) a replacement device whose label names a pool: the
+    /// old device itself still in place (not a new disk there), or a device of
+    /// another pool; only a spare of this pool may carry this pool's label.
+    fn check_replacement_label(
+        &self,
+        dev: &dyn BlockDevice,
+        new_path: &Path,
+        in_place: bool,
+        spare: bool,
+        old_guid: u64,
+    ) -> Result<()> {
+        let pool = self.name();
+        let Some(h) = read_label(dev) else {
+            return Ok(());
+        };
+        // The label tells a new disk from the old one still in place.
+        if in_place && h.config.guid == self.guid() && h.leaf_guid == old_guid {
+            return Err(PoolError::InvalidSpec(format!(
+                "{}: still the same device of pool '{pool}' (its label is intact): \
+                 put a new disk there first, or use -f to rebuild it in place",
+                new_path.display()
+            )));
+        }
+        let ours = h.config.guid == self.guid();
+        if !(spare && ours) {
+            return Err(PoolError::InvalidSpec(format!(
+                "{}: device is part of pool '{}' (use -f to overwrite)",
+                new_path.display(),
+                h.config.name
+            )));
+        }
+        Ok(())
+    }
+
     /// Replace device `old` with `new`, a path the pool opens (the daemon's
     /// `pool replace`) or a device the caller opened (the simulator's), and
     /// mark it for resilvering. Both take the same checks and the same steps;
@@ -176,52 +252,18 @@ impl Pool {
             )));
         }
         if !opts.force {
-            if let Some(h) = read_label(dev.as_ref()) {
-                // The label tells a new disk from the old one still in place.
-                if in_place && h.config.guid == self.guid() && h.leaf_guid == old_leaf.guid {
-                    return refuse(PoolError::InvalidSpec(format!(
-                        "{}: still the same device of pool '{pool}' (its label is intact): \
-                         put a new disk there first, or use -f to rebuild it in place",
-                        new_path.display()
-                    )));
-                }
-                let ours = h.config.guid == self.guid();
-                if !(spare && ours) {
-                    return refuse(PoolError::InvalidSpec(format!(
-                        "{}: device is part of pool '{}' (use -f to overwrite)",
-                        new_path.display(),
-                        h.config.name
-                    )));
-                }
+            let label = self.check_replacement_label(
+                dev.as_ref(),
+                &new_path,
+                in_place,
+                spare,
+                old_leaf.guid,
+            );
+            if let Err(e) = label {
+                return refuse(e);
             }
         }
-        let mut leaves: Vec<Leaf> = top.leaves.iter().map(carry).collect();
-        leaves[li] = Leaf {
-            guid: self.env.guid(),
-            path: canon_new,
-            dev: Some(dev),
-            errors: ErrorCounters::default(),
-            resilvering: true.into(),
-            fault: Default::default(),
-        };
-        let new_top = rebuilt(&top, leaves);
-        let mut cfg = self.config.read().clone();
-        cfg.config_txg = cfg.next_config_txg(next_txg);
-        cfg.vdevs[ti] = top_config(&new_top);
-        // A new replacement needs every block: a saved position no longer holds.
-        cfg.resilver_from = None;
-        // A spare taking over is a member from now on.
-        cfg.spares.retain(|s| s.path != new_top.leaves[li].path);
-        let l = &new_top.leaves[li];
-        let h = LabelHeader {
-            config: cfg.clone(),
-            leaf_guid: l.guid,
-            top_id: new_top.id,
-        };
-        write_labels(l.dev.as_deref().expect("just opened"), &h, true)?;
-        self.vdevs.write()[ti] = Arc::new(new_top);
-        *self.config.write() = cfg;
-        self.rewrite_label_headers()?;
+        self.install_replacement(&top, ti, li, dev, canon_new, next_txg)?;
         self.add_notice(if in_place {
             format!("{old} replaced by a new device in place: resilvering")
         } else {

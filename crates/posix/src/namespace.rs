@@ -72,6 +72,39 @@ impl<'t, 'a> Staged<'t, 'a> {
         }
         Ok(ino)
     }
+    /// Directory `obj` moved from `from` to `to`: its ".." and both parents'
+    /// link counts (each subdirectory's ".." is a link to its parent).
+    fn reparent(&mut self, obj: u64, from: u64, to: u64) -> Result<()> {
+        self.get(obj)?.parent = to;
+        self.get(from)?.nlink -= 1;
+        self.get(to)?.nlink += 1;
+        Ok(())
+    }
+    /// Refuse what POSIX refuses when the source (a directory if `s_dir`) of
+    /// a rename into `dparent` (from another directory if `cross`) replaces
+    /// `victim` (a directory if `victim_dir`).
+    fn check_replace(
+        &mut self,
+        victim: u64,
+        s_dir: bool,
+        victim_dir: bool,
+        dparent: u64,
+        cross: bool,
+    ) -> Result<()> {
+        if s_dir && !victim_dir {
+            return Err(Errno::ENOTDIR);
+        }
+        if !s_dir && victim_dir {
+            return Err(Errno::EISDIR);
+        }
+        if victim_dir && dir::count(self.tx, victim)? > 0 {
+            return Err(Errno::ENOTEMPTY);
+        }
+        if s_dir && self.get(dparent)?.nlink >= MAX_LINKS && cross {
+            return Err(Errno::EMLINK);
+        }
+        Ok(())
+    }
     fn forget(&mut self, obj: u64) {
         self.inodes.remove(&obj);
         self.deleted.push(obj);
@@ -389,31 +422,16 @@ impl Fs {
             dir::replace(&tx, dparent, dname, src.obj, src.dtype)?;
             if sparent != dparent {
                 if s_dir {
-                    st.get(src.obj)?.parent = dparent;
-                    st.get(sparent)?.nlink -= 1;
-                    st.get(dparent)?.nlink += 1;
+                    st.reparent(src.obj, sparent, dparent)?;
                 }
                 if d_dir == Some(true) {
-                    st.get(d.obj)?.parent = sparent;
-                    st.get(dparent)?.nlink -= 1;
-                    st.get(sparent)?.nlink += 1;
+                    st.reparent(d.obj, dparent, sparent)?;
                 }
             }
             st.get(d.obj)?.ctime = now;
         } else {
             if let (Some(d), Some(victim_dir)) = (&dst, d_dir) {
-                if s_dir && !victim_dir {
-                    return Err(Errno::ENOTDIR);
-                }
-                if !s_dir && victim_dir {
-                    return Err(Errno::EISDIR);
-                }
-                if victim_dir && dir::count(&tx, d.obj)? > 0 {
-                    return Err(Errno::ENOTEMPTY);
-                }
-                if s_dir && st.get(dparent)?.nlink >= MAX_LINKS && sparent != dparent {
-                    return Err(Errno::EMLINK);
-                }
+                st.check_replace(d.obj, s_dir, victim_dir, dparent, sparent != dparent)?;
                 dir::replace(&tx, dparent, dname, src.obj, src.dtype)?;
                 if victim_dir {
                     self.drop_dir(&mut st, d.obj, dparent)?;
@@ -428,9 +446,7 @@ impl Fs {
             }
             dir::remove(&tx, sparent, sname)?;
             if s_dir && sparent != dparent {
-                st.get(src.obj)?.parent = dparent;
-                st.get(sparent)?.nlink -= 1;
-                st.get(dparent)?.nlink += 1;
+                st.reparent(src.obj, sparent, dparent)?;
             }
         }
         st.get(src.obj)?.ctime = now;

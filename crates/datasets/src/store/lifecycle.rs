@@ -71,28 +71,7 @@ impl Store {
         }
         let is_volume = kind == DatasetKind::Volume;
         let (mut local, volblocksize) = create_props(kind, volsize, props_in)?;
-        // Missing parents.
-        let mut to_create: Vec<String> = Vec::new();
-        let mut cur = parent_name.to_string();
-        while st.catalog.by_name(&cur).is_none() {
-            if !parents {
-                return Err(StoreError::NotFound(cur));
-            }
-            to_create.push(cur.clone());
-            match cur.rsplit_once('/') {
-                Some((p, _)) => cur = p.to_string(),
-                None => return Err(StoreError::NotFound(cur)),
-            }
-        }
-        if st
-            .catalog
-            .by_name(&cur)
-            .is_some_and(|r| r.kind == DatasetKind::Volume)
-        {
-            return Err(StoreError::Invalid(format!(
-                "'{cur}' is a volume: it cannot have children"
-            )));
-        }
+        let (mut to_create, cur) = missing_parents(&st, parent_name, parents)?;
         // Refuse a thick volume that does not fit before changing anything.
         if is_volume && !local.contains_key("reservation") {
             let size = volsize.unwrap();
@@ -105,38 +84,21 @@ impl Store {
         }
         to_create.reverse();
         let txg = self.open_txg();
-        let make = |st: &mut State,
-                    n: &str,
-                    kind: DatasetKind,
-                    local: BTreeMap<String, String>,
-                    vbs: Option<u32>|
-         -> Result<u64> {
-            let parent = st
-                .catalog
-                .by_name(n.rsplit_once('/').unwrap().0)
-                .map(|r| r.id);
-            let id = st.catalog.next_id;
-            st.catalog.next_id += 1;
-            let mut rec = DatasetRecord::new(id, n, parent, kind, local, self.now_s());
-            rec.volblocksize = vbs;
-            st.catalog.datasets.insert(id, rec);
-            // resolve_objset_props applies a volume's block size as its record size.
-            let p = resolve_objset_props(&st.catalog, id);
-            let os = ObjectSet::create(self.cache.clone(), p, txg);
-            let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
-            apply_props(&st.catalog, id, &ds);
-            st.handles.insert(id, ds);
-            st.mark_catalog_dirty();
-            Ok(id)
-        };
         for p in &to_create {
-            make(&mut st, p, DatasetKind::Filesystem, BTreeMap::new(), None)?;
+            self.insert_dataset(
+                &mut st,
+                p,
+                DatasetKind::Filesystem,
+                BTreeMap::new(),
+                None,
+                txg,
+            );
         }
         let sparse = props_in.iter().any(|(k, _)| k == "sparse");
         if is_volume && !sparse && !local.contains_key("reservation") {
             local.insert("reservation".into(), volsize.unwrap().to_string());
         }
-        let id = make(&mut st, name, kind, local, volblocksize)?;
+        let id = self.insert_dataset(&mut st, name, kind, local, volblocksize, txg);
         let volume = is_volume.then(|| st.handles[&id].clone());
         drop(st);
         if let Some(ds) = volume {
@@ -151,6 +113,36 @@ impl Store {
         // mounted just before a kill -9 was gone after the restart).
         self.sync()?;
         Ok(())
+    }
+
+    /// Add dataset `n` (its parent exists) to the catalog with a new empty
+    /// object set born in `txg`, and open its handle. Returns its id.
+    fn insert_dataset(
+        &self,
+        st: &mut State,
+        n: &str,
+        kind: DatasetKind,
+        local: BTreeMap<String, String>,
+        vbs: Option<u32>,
+        txg: u64,
+    ) -> u64 {
+        let parent = st
+            .catalog
+            .by_name(n.rsplit_once('/').unwrap().0)
+            .map(|r| r.id);
+        let id = st.catalog.next_id;
+        st.catalog.next_id += 1;
+        let mut rec = DatasetRecord::new(id, n, parent, kind, local, self.now_s());
+        rec.volblocksize = vbs;
+        st.catalog.datasets.insert(id, rec);
+        // resolve_objset_props applies a volume's block size as its record size.
+        let p = resolve_objset_props(&st.catalog, id);
+        let os = ObjectSet::create(self.cache.clone(), p, txg);
+        let ds = Arc::new(Dataset::new(id, n.to_string(), kind, os, self.me.clone()));
+        apply_props(&st.catalog, id, &ds);
+        st.handles.insert(id, ds);
+        st.mark_catalog_dirty();
+        id
     }
 
     pub fn destroy_dataset(&self, name: &str, recursive: bool) -> Result<()> {
@@ -304,6 +296,33 @@ fn adopt_in(st: &mut State, from: &str, to: &str) -> Result<()> {
         st.mark_catalog_dirty();
     }
     Ok(())
+}
+
+/// The ancestors of a new dataset that do not exist, nearest first (refused
+/// unless `parents`), and the nearest that does, which must not be a volume.
+fn missing_parents(st: &State, parent_name: &str, parents: bool) -> Result<(Vec<String>, String)> {
+    let mut missing: Vec<String> = Vec::new();
+    let mut cur = parent_name.to_string();
+    while st.catalog.by_name(&cur).is_none() {
+        if !parents {
+            return Err(StoreError::NotFound(cur));
+        }
+        missing.push(cur.clone());
+        match cur.rsplit_once('/') {
+            Some((p, _)) => cur = p.to_string(),
+            None => return Err(StoreError::NotFound(cur)),
+        }
+    }
+    if st
+        .catalog
+        .by_name(&cur)
+        .is_some_and(|r| r.kind == DatasetKind::Volume)
+    {
+        return Err(StoreError::Invalid(format!(
+            "'{cur}' is a volume: it cannot have children"
+        )));
+    }
+    Ok((missing, cur))
 }
 
 /// Rename a dataset whose children (if any, see `adopt_in`) are already
