@@ -581,3 +581,42 @@ fn log_device_blocks_are_accounted() {
     ds.fsync().unwrap();
     store.verify_blocks().unwrap();
 }
+
+/// A volume's 16 KiB writes (below `BY_REFERENCE_MIN`, whole blocks of a 16K
+/// recordsize, written behind) are logged by reference at the fsync, their
+/// blocks being on the device already: the log holds block pointers, not a
+/// second copy of the bytes, and after a power cut replay reads every block back.
+#[test]
+fn small_write_behind_blocks_are_logged_by_reference() {
+    const BS: usize = 16 * 1024;
+    let power = Power::new();
+    let data = vec![SimDevice::on_power("d0", vec![0; 64 << 20], power.clone())];
+    let store = Store::create_on_devices("tank", as_dyn(&data), false, manual_opts()).unwrap();
+    store.set_prop("tank", "recordsize", "16K").unwrap();
+    let ds = store.dataset("tank").unwrap();
+    let obj = ds.create_object().unwrap();
+    ds.fsync().unwrap();
+    let blocks: Vec<Vec<u8>> = (0..8).map(|i| Rng(i + 1).bytes(BS)).collect();
+    for (i, b) in blocks.iter().enumerate() {
+        let off = (i * BS) as u64;
+        let owned = Payload::read_from(&mut &b[..], off, BS, BS as u64).unwrap();
+        ds.write_behind(obj, off, owned, false).unwrap();
+    }
+    let before = data[0].writes_issued();
+    ds.fsync().unwrap();
+    assert_eq!(
+        data[0].writes_issued() - before,
+        1,
+        "the fsync after a write-behind writes its log block only"
+    );
+    let refs = logged_refs(&ds);
+    assert_eq!(refs.len(), blocks.len(), "logged by reference: {refs:?}");
+    power.cut_now();
+    drop(ds);
+    drop(store);
+    let img = image(&data[0], &mut Rng(7), "d0");
+    let store =
+        Store::import_devices(vec![Arc::new(img) as Arc<dyn BlockDevice>], manual_opts()).unwrap();
+    let ds = store.dataset("tank").unwrap();
+    assert!(ds.read(obj, 0, blocks.len() * BS).unwrap() == blocks.concat());
+}

@@ -65,9 +65,16 @@ impl Record {
         }
     }
 
-    /// Offered to the resolver: lazy, or to be logged by reference.
+    /// Offered to the resolver: lazy, or to be logged by reference. A smaller
+    /// write too whenever writes may be logged by reference at all (`min` is not
+    /// `usize::MAX`): a block written behind already (`ObjectSet::write_behind`)
+    /// is then named instead of copied into the log (no block is written for it).
     fn resolvable(&self, min: usize) -> bool {
-        matches!(self, Record::WriteLazy { .. }) || self.by_ref(min)
+        match self {
+            Record::WriteLazy { .. } => true,
+            Record::Write { .. } => min != usize::MAX,
+            _ => false,
+        }
     }
 }
 
@@ -272,7 +279,9 @@ impl Zil {
     /// set's, `ObjectSet::zil_commit`) gets every `WriteLazy`, and every write
     /// eligible for logging by reference (any size with `logbias=throughput`,
     /// `BY_REFERENCE_MIN` bytes with `logbias=latency` and no separate log
-    /// device) with that flag: it returns the records to log instead (covering
+    /// device) with that flag, and with the flag false every smaller write
+    /// whenever some are eligible (the resolver names a block already written
+    /// behind rather than copy it): it returns the records to log instead (covering
     /// the same bytes, in order; none if the object is gone), or `None` to log
     /// the record as it is.
     pub fn commit(
@@ -401,6 +410,17 @@ impl Zil {
                 pool.write_log_block(dva, &block)?;
                 if !vdevs.contains(&dva.vdev) {
                     vdevs.push(dva.vdev);
+                }
+            }
+            // A block named by reference may sit on another vdev than the log
+            // blocks: it is flushed with them, or its record could outlive it.
+            for i in &itxs {
+                if let Record::WriteRef { bp, .. } = &i.rec {
+                    for d in bp.dva_iter() {
+                        if !vdevs.contains(&d.vdev) {
+                            vdevs.push(d.vdev);
+                        }
+                    }
                 }
             }
             if cachalot_pool::plant::active(cachalot_pool::plant::Bug::NoLogFlush) {

@@ -87,6 +87,17 @@ impl ObjectSet {
                 };
                 self.prewrite(*obj, *off, data.len() as u64, txg, &bytes)
             }
+            // A small write: by reference only if its block is written already.
+            Record::Write { obj, off, data } => {
+                self.written_behind(*obj, *off, data, txg).map(|bp| {
+                    vec![Record::WriteRef {
+                        obj: *obj,
+                        off: *off,
+                        len: data.len() as u64,
+                        bp,
+                    }]
+                })
+            }
             Record::WriteLazy { obj, off, len } => {
                 let read = |a: u64, b: u64| self.read_shared(*obj, a, b);
                 if by_ref {
@@ -100,6 +111,23 @@ impl ObjectSet {
                     read(*off, off + len).unwrap_or_default(),
                 ))
             }
+            _ => None,
+        }
+    }
+
+    /// Where `data`, written at `off` of `obj` in txg `txg`, was written behind
+    /// as one whole block: the override of its block holds that very record
+    /// (`Arc::ptr_eq`: a later write in the txg replaced it otherwise), born in
+    /// `txg`. A record that is one block is exactly `data` when the write was
+    /// one whole block (`Payload::shared`), so its length is the block size.
+    fn written_behind(&self, obj: u64, off: u64, data: &Arc<[u8]>, txg: u64) -> Option<BlkPtr> {
+        let bs = data.len() as u64;
+        if bs == 0 || !off.is_multiple_of(bs) {
+            return None;
+        }
+        let o = self.overrides.lock();
+        match o.map.get(&(obj, off / bs)) {
+            Some((rec, bp)) if Arc::ptr_eq(rec, data) && bp.birth_txg == txg => Some(*bp),
             _ => None,
         }
     }
