@@ -19,6 +19,7 @@ pub mod job_routes;
 pub mod jobs;
 pub mod mount_routes;
 pub mod mysql_routes;
+pub mod query;
 pub mod requests;
 pub mod routes;
 pub mod setup_routes;

@@ -10,7 +10,9 @@
 //!   or revoked one) before anything is parsed or run.
 //! - Bodies and query strings decode strictly into typed structs: wrong types,
 //!   unknown fields and missing names are 400 `invalid_request`, and nothing runs.
-//!   A change without a body takes [`NoBody`]: any body but `{}` is refused too.
+//!   A change without a body takes [`NoBody`]: any body but `{}` is refused too;
+//!   a route that documents no query parameter refuses any query string
+//!   ([`super::query`], a layer over these routes and `/api/v1/call`).
 //! - Names with `/` travel percent-encoded in the path (`tank%2Fdb`).
 //! - Ops run on tokio's blocking pool, never on the async workers.
 
@@ -53,16 +55,23 @@ impl FromRequestParts<Arc<Daemon>> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, d: &Arc<Daemon>) -> Result<Auth, ApiError> {
-        match bearer(&parts.headers) {
-            None => Err(ApiError::new(
-                "unauthorized",
-                "this request changes something: send 'Authorization: Bearer TOKEN' \
-                 (create one with: cachalot token create NAME)",
-            )),
-            Some(t) => d.api.tokens.check(t).map(Auth).ok_or_else(|| {
-                ApiError::new("forbidden", "the token is not valid (unknown or revoked)")
-            }),
-        }
+        check_token(d, &parts.headers).map(Auth)
+    }
+}
+
+/// The name of the valid token the request carries: 401 `unauthorized` without
+/// a bearer token, 403 `forbidden` with one that is unknown or revoked (the REST
+/// routes through [`Auth`], `POST /api/v1/call` for its changes).
+pub fn check_token(d: &Daemon, headers: &axum::http::HeaderMap) -> Result<String, ApiError> {
+    match bearer(headers) {
+        None => Err(ApiError::new(
+            "unauthorized",
+            "this request changes something: send 'Authorization: Bearer TOKEN' \
+             (create one with: cachalot token create NAME)",
+        )),
+        Some(t) => d.api.tokens.check(t).ok_or_else(|| {
+            ApiError::new("forbidden", "the token is not valid (unknown or revoked)")
+        }),
     }
 }
 
@@ -755,12 +764,14 @@ async fn openapi_json() -> impl IntoResponse {
 
 /// The generic RPC endpoint the CLI's requests also travel on:
 /// `{"op": "ds.create", "args": {...}}` → `{"ok": true, "result": ...}` or
-/// `{"ok": false, "error": "..."}`. Read-only ops need no token.
+/// `{"ok": false, "error": "...", "code": "not_found"}` (`code`: the stable error
+/// codes of the resource routes). Read-only ops need no token.
 #[utoipa::path(post, path = "/api/v1/call", tag = "meta", request_body = Value,
     security((), ("token" = [])),
-    responses((status = 200, description = "The op ran (see ok)", body = Value),
-              (status = 400, description = "Malformed request", body = Value),
-              (status = 403, description = "A change without a valid token", body = Value)))]
+    responses((status = 200, description = "The op ran (see ok; a failed op carries its code)", body = Value),
+              (status = 400, description = "Malformed request or a query string", body = Value),
+              (status = 401, description = "A change without a token", body = Value),
+              (status = 403, description = "A change with an unknown or revoked token, or a token op", body = Value)))]
 #[allow(dead_code)]
 fn call_doc() {}
 
