@@ -36,6 +36,7 @@ NEVER_VALID = "0" * 64
 HOME = os.environ["HOME_DIR"]
 REPL_ADDR = open(os.path.join(HOME, "replication.addr")).read().strip()
 D0 = f"{WORK}/d0.img"
+M1, MC = f"{WORK}/m1.img", f"{WORK}/mc.img"  # pool mir: a mirror with a cache device
 
 # ---- the fingerprint ----
 
@@ -95,6 +96,21 @@ MATRIX = {
         params={"pool": "tank"}, body={"old": D0, "new": f"{WORK}/new.img", "size": "256M"},
         missing={"params": {"pool": "nosuch"}}),
     ("POST", "/api/v1/pools/{pool}/scrub"): dict(params={"pool": "tank"}, missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/clear"): dict(params={"pool": "tank"}, missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/devices"): dict(
+        params={"pool": "tank"}, body={"vdevs": ["cache", f"{WORK}/c0.img"], "size": "64M"},
+        missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/attach"): dict(
+        params={"pool": "tank", "device": D0}, body={"new": f"{WORK}/att.img", "size": "256M"},
+        missing={"params": {"pool": "nosuch", "device": D0}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/detach"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/offline"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/online"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("DELETE", "/api/v1/pools/{pool}/devices/{device}"): dict(
+        params={"pool": "mir", "device": MC}, missing={"params": {"pool": "nosuch", "device": MC}}),
     # datasets
     ("POST", "/api/v1/datasets"): dict(body={"name": "tank/new"}, missing={"body": {"name": "nosuch/new"}}),
     ("DELETE", "/api/v1/datasets/{name}"): dict(params={"name": "tank/fs2"}, missing={"params": {"name": "tank/nosuch"}}),
@@ -409,6 +425,10 @@ def check_busy():
     with open(f"{WORK}/ea/held.txt", "w") as held:
         held.write("open while the API is asked to destroy it\n")
         held.flush()
+        # Committed before the state is read: a write still in the open txg would
+        # change the pool's accounting later, during a refusal.
+        os.fsync(held.fileno())
+        cli("pool", "sync", "extra")
         FP = Fingerprint()  # the file is part of the state now
         assert [m["name"] for m in ok("GET", "/mounts") if m["name"].startswith("extra/")] == ["extra/a", "extra/b"]
         refuse("DELETE", f"/datasets/{q('extra/a')}", status=409, code="busy")

@@ -13,6 +13,7 @@
 //!   valid token (see [`tokens`]). The one exception is the first token itself,
 //!   made once from the root-only setup code ([`setup_routes`], not an op).
 
+pub mod device_routes;
 pub mod error;
 pub mod fuzz;
 pub mod job_routes;

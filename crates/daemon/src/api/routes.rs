@@ -824,7 +824,7 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
     super::setup_routes::add(super::mount_routes::add(super::mysql_routes::add(
-        super::share_routes::add(super::job_routes::add(r)),
+        super::share_routes::add(super::job_routes::add(super::device_routes::add(r))),
     )))
 }
 
