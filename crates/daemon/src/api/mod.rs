@@ -15,6 +15,7 @@
 
 pub mod device_routes;
 pub mod error;
+pub mod extract;
 pub mod fuzz;
 pub mod job_routes;
 pub mod jobs;
