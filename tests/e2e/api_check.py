@@ -14,7 +14,8 @@ for p in ["/api/v1/pools", "/api/v1/datasets", "/api/v1/snapshots/{name}/rollbac
           "/api/v1/pools/{pool}/replace", "/api/v1/jobs/{id}/events",
           "/api/v1/snapshots/{name}/send", "/api/v1/mysql/snapshots", "/api/v1/mysql/clones",
           "/api/v1/mysql/restore", "/api/v1/mysql/advise", "/api/v1/datasets/{name}/mount",
-          "/api/v1/datasets/{name}/unmount", "/api/v1/mounts"]:
+          "/api/v1/datasets/{name}/unmount", "/api/v1/mounts", "/api/v1/pools/{pool}/devices",
+          "/api/v1/pools/{pool}/devices/{device}/attach", "/api/v1/pools/{pool}/clear"]:
     assert p in doc["paths"], p
 assert doc["components"]["securitySchemes"]["token"]["scheme"].lower() == "bearer"
 
@@ -236,6 +237,38 @@ assert [k for k, _ in events(job["id"])] == ["done"]
 st, v = api("GET", "/jobs/424242/events")
 assert st == 404 and v["error"]["code"] == "not_found", (st, v)
 cli("debug", "read", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
+
+print("--- devices: offline, online, detach, attach (a resilver job), add and remove a cache device, clear")
+
+
+def device_line(dev):
+    """The line of DEV in `pool status mir`'s device tree ("" when it is not there)."""
+    return next((line for line in cli("pool", "status", "mir").splitlines() if line.startswith("\t") and dev in line), "")
+
+
+m.append(f"{WORK}/m3.img")
+cache = f"{WORK}/c0.img"
+ok("POST", f"/pools/mir/devices/{q(m[2])}/offline")
+assert "OFFLINE" in device_line(m[2]), device_line(m[2])
+refused("POST", f"/pools/mir/devices/{q(m[0])}/offline", status=422, code="failed")  # the last good copy
+refused("POST", f"/pools/mir/devices/{q(m[2])}/online", {"bogus": 1})
+ok("POST", f"/pools/mir/devices/{q(m[2])}/online")
+assert "ONLINE" in device_line(m[2]), device_line(m[2])
+ok("POST", f"/pools/mir/devices/{q(m[2])}/detach")
+assert device_line(m[2]) == "" and device_line(m[0]), cli("pool", "status", "mir")
+refused("POST", f"/pools/mir/devices/{q(m[0])}/attach", {"new": m[3], "size": 5, "bogus": 1})
+job = ok("POST", f"/pools/mir/devices/{q(m[0])}/attach", {"new": m[3], "size": "128M"}, status=202)
+assert job["kind"] == "resilver" and job["target"] == "mir", job
+evs = events(job["id"])
+assert evs[-1][0] == "done" and evs[-1][1]["detail"]["resilvered"] > 0, evs[-1]
+assert device_line(m[3]) and device_line(m[0]), cli("pool", "status", "mir")
+cli("debug", "read", "mir/d", obj, "--seed", "7", "--len", str(8 << 20))
+ok("POST", "/pools/mir/devices", {"vdevs": ["cache", cache], "size": "64M"})
+assert device_line(cache), cli("pool", "status", "mir")
+refused("DELETE", f"/pools/nosuch/devices/{q(cache)}", status=404, code="not_found")
+ok("DELETE", f"/pools/mir/devices/{q(cache)}")
+assert device_line(cache) == "", cli("pool", "status", "mir")
+assert ok("POST", "/pools/mir/clear")["reimported"] is False
 ok("DELETE", "/pools/mir")
 
 print("--- send as a job into a file, taken by `cachalot receive`")

@@ -12,15 +12,17 @@ peers, tokens, the files of the work directory) as it was:
   - with the token: a body that is not JSON, a body with an unknown field, each
     field of the body's schema in turn given a value of a wrong type, each
     required field left out: 400 invalid_request (an operation without a body
-    refuses any body but `{}`); an unknown query parameter, and each boolean or
-    integer query parameter with a wrong value: 400;
+    refuses any body but `{}`); an unknown query parameter (on a route that
+    documents none too), and each boolean or integer query parameter with a
+    wrong value: 400;
   - a name that does not exist (where the route names something): 404 not_found.
 The good request each refusal starts from names things that exist, and would
 change the state if it went through, so a missing check shows twice: in the
 status and in the fingerprint.
 Reads are open on the loopback listener (docs/architecture.md, "Tokens"): each
 documented GET answers 200 with the token and without one; a name that does not
-exist is 404, an unknown query parameter 400.
+exist is 404, an unknown query parameter 400. POST /call (the op-name RPC) answers
+each refusal with the same stable code in its own shape ({"ok": false, "code"}).
 
 Usage: api_matrix.py ADDR TOKEN CACHALOT WORKDIR ARTIFACTS REVOKED_TOKEN (the
 state test_api_matrix.sh sets up; HOME_DIR in the environment)."""
@@ -34,6 +36,7 @@ NEVER_VALID = "0" * 64
 HOME = os.environ["HOME_DIR"]
 REPL_ADDR = open(os.path.join(HOME, "replication.addr")).read().strip()
 D0 = f"{WORK}/d0.img"
+M1, MC = f"{WORK}/m1.img", f"{WORK}/mc.img"  # pool mir: a mirror with a cache device
 
 # ---- the fingerprint ----
 
@@ -93,6 +96,21 @@ MATRIX = {
         params={"pool": "tank"}, body={"old": D0, "new": f"{WORK}/new.img", "size": "256M"},
         missing={"params": {"pool": "nosuch"}}),
     ("POST", "/api/v1/pools/{pool}/scrub"): dict(params={"pool": "tank"}, missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/clear"): dict(params={"pool": "tank"}, missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/devices"): dict(
+        params={"pool": "tank"}, body={"vdevs": ["cache", f"{WORK}/c0.img"], "size": "64M"},
+        missing={"params": {"pool": "nosuch"}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/attach"): dict(
+        params={"pool": "tank", "device": D0}, body={"new": f"{WORK}/att.img", "size": "256M"},
+        missing={"params": {"pool": "nosuch", "device": D0}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/detach"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/offline"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("POST", "/api/v1/pools/{pool}/devices/{device}/online"): dict(
+        params={"pool": "mir", "device": M1}, missing={"params": {"pool": "nosuch", "device": M1}}),
+    ("DELETE", "/api/v1/pools/{pool}/devices/{device}"): dict(
+        params={"pool": "mir", "device": MC}, missing={"params": {"pool": "nosuch", "device": MC}}),
     # datasets
     ("POST", "/api/v1/datasets"): dict(body={"name": "tank/new"}, missing={"body": {"name": "nosuch/new"}}),
     ("DELETE", "/api/v1/datasets/{name}"): dict(params={"name": "tank/fs2"}, missing={"params": {"name": "tank/nosuch"}}),
@@ -278,9 +296,9 @@ def check_change(method, path, op, e):
 
 
 def check_query(method, path, op, e, body=None):
+    """An unknown query parameter is refused, on a route that documents none too
+    (it would otherwise be ignored, as an unknown body field once was)."""
     params = [p for p in op.get("parameters", []) if p["in"] == "query"]
-    if not params:
-        return
     query = e.get("query") or {}
     refuse(method, url(path, e.get("params"), {**query, "bogus_param": "1"}), body)
     for p in params:
@@ -315,27 +333,36 @@ def check_read(method, path, op, e):
 
 
 def check_rpc():
-    """POST /call answers {"ok", "error", "code"}: a change needs a valid token
-    (403), bad arguments are ok=false with their code; nothing changes."""
-    def rpc(body, status, code=None, token=TOKEN, raw=None, auth=None):
+    """POST /call answers {"ok", "error", "code"}, `code` being the REST routes'
+    stable code of the same error: a change needs a token (401 without one, 403
+    with an unknown or revoked one), a malformed request or a query string is 400,
+    an op's own refusal is 200 with ok=false; nothing changes."""
+    def rpc(body, status, code, token=TOKEN, raw=None, auth=None, query=""):
+        global REFUSALS
+        REFUSALS += 1
         before = FP()
-        st, v = api("POST", "/call", body, token=token, raw=raw, auth=auth)
-        assert st == status and v["ok"] is False and (code is None or v.get("code") == code), (body, st, v)
-        assert FP() == before, f"POST /call {body} changed something"
-        print(f"  ok, refused {st} {v.get('code')}: POST /call {body} -> {v['error']}")
+        st, v = api("POST", "/call" + query, body, token=token, raw=raw, auth=auth)
+        assert FP() == before, f"POST /call{query} {body} changed something"
+        if st == status and v["ok"] is False and v.get("code") == code:
+            print(f"  ok, refused {st} {code}: POST /call{query} {body} -> {v['error']}")
+        else:  # recorded, as `refuse` does: a failing run lists every one
+            FAILURES.append(f"POST /call{query} {body if raw is None else raw}: {st} {v}, wanted {status} {code}")
+            print(f"  FAILED: {FAILURES[-1]}")
 
     create = {"op": "ds.create", "args": {"name": "tank/rpc"}}
-    rpc(create, 403, token=None)
-    rpc(create, 403, token=None, auth="Basic dXNlcjpwYXNz")
-    rpc(create, 403, token=REVOKED)
-    rpc(create, 403, token=NEVER_VALID)
-    rpc({"op": "token.create", "args": {"name": "rpc"}}, 403)
-    rpc(None, 400, raw=b"{not json")
-    # The RPC's `code` comes from the error's kind only (the CLI's protocol);
-    # these two are refused before any op runs, so they carry none.
-    rpc({"op": "ds.create", "args": {"name": "tank/rpc", "bogus_field": 1}}, 200)
-    rpc({"op": "ds.create", "args": {"name": 5}}, 200)
+    rpc(create, 401, "unauthorized", token=None)
+    rpc(create, 401, "unauthorized", token=None, auth="Basic dXNlcjpwYXNz")
+    rpc(create, 403, "forbidden", token=REVOKED)
+    rpc(create, 403, "forbidden", token=NEVER_VALID)
+    rpc({"op": "token.create", "args": {"name": "rpc"}}, 403, "forbidden")
+    rpc(None, 400, "invalid_request", raw=b"{not json")
+    rpc({**create, "bogus_field": 1}, 400, "invalid_request")
+    rpc(create, 400, "invalid_request", query="?bogus_param=1")
+    rpc({"op": "ds.create", "args": {"name": "tank/rpc", "bogus_field": 1}}, 200, "invalid_request")
+    rpc({"op": "ds.create", "args": {"name": 5}}, 200, "invalid_request")
+    rpc({"op": "no.such.op", "args": {}}, 200, "invalid_request")
     rpc({"op": "ds.destroy", "args": {"name": "tank/nosuch"}}, 200, "not_found")
+    rpc({"op": "ds.destroy", "args": {"name": "tank/fs"}}, 200, "busy")  # it has snapshots
     st, v = api("POST", "/call", {"op": "pool.list", "args": {}}, token=None)
     assert st == 200 and v["ok"], (st, v)
 
@@ -398,6 +425,10 @@ def check_busy():
     with open(f"{WORK}/ea/held.txt", "w") as held:
         held.write("open while the API is asked to destroy it\n")
         held.flush()
+        # Committed before the state is read: a write still in the open txg would
+        # change the pool's accounting later, during a refusal.
+        os.fsync(held.fileno())
+        cli("pool", "sync", "extra")
         FP = Fingerprint()  # the file is part of the state now
         assert [m["name"] for m in ok("GET", "/mounts") if m["name"].startswith("extra/")] == ["extra/a", "extra/b"]
         refuse("DELETE", f"/datasets/{q('extra/a')}", status=409, code="busy")

@@ -31,6 +31,7 @@ assert_ok "$C" pool create tank -s 256M "$WORK/d0.img"
 assert_ok "$C" pool create extra -s 64M "$WORK/s0.img"
 assert_ok "$C" pool create gone -s 64M "$WORK/g0.img"
 assert_ok "$C" pool export gone
+assert_ok "$C" pool create mir -s 64M mirror "$WORK/m0.img" "$WORK/m1.img" cache "$WORK/mc.img"
 assert_ok "$C" create -o recordsize=16K -o sharenfs=on tank/fs
 assert_ok "$C" create tank/fs2
 assert_ok "$C" create tank/m

@@ -92,9 +92,9 @@ def call(op, args, tok=None):
 st, body = call("pool.list", {})
 assert st == 200 and body["ok"], (st, body)
 st, body = call("ds.create", {"name": "tank/http"})
-assert st == 403 and not body.get("ok"), (st, body)
+assert st == 401 and not body.get("ok") and body.get("code") == "unauthorized", (st, body)
 st, body = call("ds.create", {"name": "tank/http"}, "wrong-token")
-assert st == 403, (st, body)
+assert st == 403 and body.get("code") == "forbidden", (st, body)
 st, body = call("ds.create", {"name": "tank/http"}, token)
 assert st == 200 and body["ok"], (st, body)
 with urllib.request.urlopen(f"http://{addr}/", timeout=10) as r:

@@ -150,6 +150,76 @@ op! {
 }
 
 op! {
+    /// Replace device `old` of pool `name` with `new` and resilver (the CLI's
+    /// `pool replace`). Without `new`, a new disk took `old`'s place.
+    PoolReplace = "pool.replace" {
+        pub name: String,
+        pub old: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub new: Option<String>,
+        /// Size of `new` when it is a file to create.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<Size>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// Add vdevs to a pool: device paths and vdev words as at create
+    /// (`["mirror", "/d/c.img", "/d/d.img"]`, `["cache", "/d/ssd.img"]`).
+    PoolAdd = "pool.add" {
+        pub name: String,
+        pub vdevs: Vec<String>,
+        /// Size of device files to create.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<Size>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// Mirror `device` of pool `name` onto `new` and resilver (a single device
+    /// becomes a mirror, a mirror gets wider).
+    PoolAttach = "pool.attach" {
+        pub name: String,
+        pub device: String,
+        pub new: String,
+        /// Size of `new` when it is a file to create.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub size: Option<Size>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// Detach a device from its mirror.
+    PoolDetach = "pool.detach" { pub name: String, pub device: String }
+}
+
+op! {
+    /// Stop all I/O to a device (kept across restarts) until it is brought online.
+    PoolOffline = "pool.offline" { pub name: String, pub device: String }
+}
+
+op! {
+    /// Bring an offline device back (what it missed is resilvered).
+    PoolOnline = "pool.online" { pub name: String, pub device: String }
+}
+
+op! {
+    /// Remove a cache, log or spare device (or a top-level vdev where the pool can).
+    PoolRemove = "pool.remove" { pub name: String, pub device: String }
+}
+
+op! {
+    /// Bring a SUSPENDED pool back: re-import it from its last committed state.
+    PoolClear = "pool.clear" { pub name: String }
+}
+
+op! {
     /// Create a filesystem, or a volume when `volume_size` is given.
     DsCreate = "ds.create" {
         pub name: String,
@@ -383,6 +453,21 @@ op! {
     /// Destroy a replication relationship (its holds on the source's snapshots
     /// go; the target's copy stays).
     ReplDestroy = "repl.destroy" { pub name: String }
+}
+
+op! {
+    /// Run one replication cycle now (answers when it has ended).
+    ReplRun = "repl.run" { pub name: String }
+}
+
+op! {
+    /// Stop scheduled cycles of a relationship.
+    ReplPause = "repl.pause" { pub name: String }
+}
+
+op! {
+    /// Schedule a paused relationship's cycles again.
+    ReplResume = "repl.resume" { pub name: String }
 }
 
 op! {

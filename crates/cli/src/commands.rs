@@ -9,8 +9,9 @@
 use crate::table::Table;
 use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs};
 use cachalot_daemon::api::requests::{
-    DsCreate, DsDestroy, DsGet, DsInherit, DsList, DsSet, Op, PoolCreate, PoolDestroy, PoolExport,
-    PoolImport, PoolList, PoolScrub, PoolStatus, Props,
+    DsCreate, DsDestroy, DsGet, DsInherit, DsList, DsSet, Op, PoolAdd, PoolAttach, PoolClear,
+    PoolCreate, PoolDestroy, PoolDetach, PoolExport, PoolImport, PoolList, PoolOffline, PoolOnline,
+    PoolRemove, PoolReplace, PoolScrub, PoolStatus, Props,
 };
 use cachalot_daemon::client::{default_home, default_socket, Client};
 use cachalot_daemon::format_size;
@@ -299,13 +300,14 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             size,
             pool,
             vdevs,
-        } => {
-            let mut args = json!({"name": pool, "vdevs": vdev_words(&vdevs)?, "force": force});
-            if let Some(s) = size {
-                args["size"] = json!(s);
-            }
-            ctx.call("pool.add", args).map(drop)
-        }
+        } => ctx
+            .send(&PoolAdd {
+                name: pool,
+                vdevs: vdev_words(&vdevs)?,
+                size: size.map(Into::into),
+                force,
+            })
+            .map(drop),
         PoolCmd::Replace {
             force,
             size,
@@ -320,11 +322,14 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
                 Some(n) => absolute(Path::new(&n)).map(|p| p.to_string_lossy().into_owned())?,
                 None => old.clone(),
             };
-            let mut args = json!({"name": pool, "old": old, "new": new, "force": force});
-            if let Some(s) = size {
-                args["size"] = json!(s);
-            }
-            ctx.call("pool.replace", args).map(drop)
+            ctx.send(&PoolReplace {
+                name: pool,
+                old,
+                new: Some(new),
+                size: size.map(Into::into),
+                force,
+            })
+            .map(drop)
         }
         PoolCmd::Attach {
             force,
@@ -334,40 +339,42 @@ fn pool(ctx: &mut Ctx, cmd: PoolCmd) -> CmdResult {
             new,
         } => {
             let new = absolute(Path::new(&new)).map(|p| p.to_string_lossy().into_owned())?;
-            let mut args =
-                json!({"name": pool, "device": device_arg(&device)?, "new": new, "force": force});
-            if let Some(s) = size {
-                args["size"] = json!(s);
-            }
-            ctx.call("pool.attach", args).map(drop)
+            ctx.send(&PoolAttach {
+                name: pool,
+                device: device_arg(&device)?,
+                new,
+                size: size.map(Into::into),
+                force,
+            })
+            .map(drop)
         }
         PoolCmd::Detach { pool, device } => ctx
-            .call(
-                "pool.detach",
-                json!({"name": pool, "device": device_arg(&device)?}),
-            )
+            .send(&PoolDetach {
+                name: pool,
+                device: device_arg(&device)?,
+            })
             .map(drop),
         PoolCmd::Offline { pool, device } => ctx
-            .call(
-                "pool.offline",
-                json!({"name": pool, "device": device_arg(&device)?}),
-            )
+            .send(&PoolOffline {
+                name: pool,
+                device: device_arg(&device)?,
+            })
             .map(drop),
         PoolCmd::Online { pool, device } => ctx
-            .call(
-                "pool.online",
-                json!({"name": pool, "device": device_arg(&device)?}),
-            )
+            .send(&PoolOnline {
+                name: pool,
+                device: device_arg(&device)?,
+            })
             .map(drop),
         PoolCmd::Remove { pool, device } => ctx
-            .call(
-                "pool.remove",
-                json!({"name": pool, "device": device_arg(&device)?}),
-            )
+            .send(&PoolRemove {
+                name: pool,
+                device: device_arg(&device)?,
+            })
             .map(drop),
         PoolCmd::Sync { pool } => ctx.call("pool.sync", json!({ "name": pool })).map(drop),
         PoolCmd::Clear { pool } => {
-            let r = ctx.call("pool.clear", json!({ "name": pool }))?;
+            let r = ctx.send(&PoolClear { name: pool.clone() })?;
             if r["reimported"].as_bool() == Some(false) {
                 println!("pool '{pool}' is not suspended: nothing to clear");
             }

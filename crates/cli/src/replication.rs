@@ -4,7 +4,8 @@
 use crate::commands::{CmdResult, Ctx};
 use crate::table::{format_date, Table};
 use cachalot_api_types::requests::{
-    ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPeers, Size,
+    ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause, ReplPeers, ReplResume,
+    ReplRun, Size,
 };
 use cachalot_daemon::format_size;
 use clap::Subcommand;
@@ -344,7 +345,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             name,
         } => status(ctx, scripted, parsable, &name),
         ReplicationCmd::Run { name } => {
-            let r = ctx.call("repl.run", json!({ "name": name }))?;
+            let r = ctx.send(&ReplRun { name: name.clone() })?;
             for m in r["messages"].as_array().into_iter().flatten() {
                 eprintln!("replication {name}: {}", m.as_str().unwrap_or(""));
             }
@@ -357,8 +358,8 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             );
             Ok(())
         }
-        ReplicationCmd::Pause { name } => simple(ctx, "repl.pause", &name),
-        ReplicationCmd::Resume { name } => simple(ctx, "repl.resume", &name),
+        ReplicationCmd::Pause { name } => ctx.send(&ReplPause { name }).map(drop),
+        ReplicationCmd::Resume { name } => ctx.send(&ReplResume { name }).map(drop),
         ReplicationCmd::Destroy { name } => {
             ctx.send(&ReplDestroy { name })?;
             Ok(())
@@ -406,8 +407,4 @@ fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
         r["common"].as_str().unwrap_or("?")
     );
     Ok(())
-}
-
-fn simple(ctx: &mut Ctx, op: &str, name: &str) -> CmdResult {
-    ctx.call(op, json!({ "name": name })).map(|_: Value| ())
 }

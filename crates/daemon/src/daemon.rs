@@ -350,18 +350,19 @@ impl Daemon {
     }
 
     fn dispatch(&self, req: &Request) -> OpResult {
+        let invalid = |m: String| crate::error_kind::tag(cachalot_datasets::ErrorKind::Invalid, m);
         if is_stream_op(&req.op) {
-            return Err(format!(
+            return Err(invalid(format!(
                 "'{}' carries a byte stream: it is served on the unix socket only (cachalot send / receive)",
                 req.op
-            ));
+            )));
         }
         let Some((_, allowed)) = OPS
             .iter()
             .chain(replication::REPL_OPS)
             .find(|(n, _)| *n == req.op)
         else {
-            return Err(format!("unknown operation '{}'", req.op));
+            return Err(invalid(format!("unknown operation '{}'", req.op)));
         };
         let a = Args::new(&req.op, &req.args, allowed)?;
         match req.op.as_str() {

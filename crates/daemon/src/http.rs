@@ -7,18 +7,23 @@
 //! Invariants:
 //! - Only read-only ops ([`crate::daemon::is_read_only`]) run without a token; every
 //!   other op needs `Authorization: Bearer <token>` (a named token or `HOME/token`,
-//!   see [`crate::api::tokens`]) or gets 403 with a JSON error. Tokens are compared
-//!   in constant time. Token management ops are refused here whatever the token.
+//!   see [`crate::api::tokens`]): 401 without one, 403 with an unknown or revoked
+//!   one. Tokens are compared in constant time. Token management ops are refused
+//!   here whatever the token.
+//! - Every `ok: false` answer of `/api/v1/call` carries `code`, the REST API's
+//!   stable error code (`api::error::CODES`) of the same error: refusals before
+//!   the op with the code's HTTP status, the op's own errors with 200.
 //! - Ops run on tokio's blocking pool, never on the async workers.
 //! - The listener is bound before this returns, so a bad address fails the start.
 
 pub mod analytics;
 
+use crate::api::error::{response_code, ApiError};
 use crate::daemon::{is_read_only, Daemon};
 use crate::proto::{parse_request, Response};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{Html, IntoResponse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -72,9 +77,12 @@ pub fn start_http(
 /// The routes.
 pub fn router(daemon: Arc<Daemon>) -> Router {
     Router::new()
+        .merge(crate::api::routes::router())
+        .route_layer(axum::middleware::from_fn(
+            crate::api::query::refuse_undocumented,
+        ))
         .route("/status", get(index))
         .route("/api/v1/call", post(call))
-        .merge(crate::api::routes::router())
         .merge(analytics::routes())
         .with_state(daemon)
 }
@@ -95,45 +103,64 @@ pub fn authorized(headers: &HeaderMap, token: &str) -> bool {
         .is_some_and(|t| ct_eq(t.trim().as_bytes(), token.as_bytes()))
 }
 
+/// A refusal of `POST /api/v1/call` before any op runs: `{"ok": false, "error",
+/// "code"}` with the code's HTTP status (401 also names the scheme, as the REST
+/// routes' refusals do).
+fn rpc_refusal(e: ApiError) -> axum::response::Response {
+    let status = e.status();
+    let body = Json(Response {
+        code: Some(e.code.to_string()),
+        ..Response::err(e.message)
+    });
+    if status == StatusCode::UNAUTHORIZED {
+        (status, [(header::WWW_AUTHENTICATE, "Bearer")], body).into_response()
+    } else {
+        (status, body).into_response()
+    }
+}
+
 async fn call(
     State(d): State<Arc<Daemon>>,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> (StatusCode, Json<Response>) {
+) -> axum::response::Response {
+    if let Some(e) = crate::api::query::unexpected(&Method::POST, &uri) {
+        return rpc_refusal(e);
+    }
     let req = match std::str::from_utf8(&body)
         .map_err(|_| "malformed request: not UTF-8".to_string())
         .and_then(parse_request)
     {
         Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_REQUEST, Json(Response::err(e))),
+        Err(e) => return rpc_refusal(ApiError::invalid(e)),
     };
     if crate::api::tokens::UNIX_ONLY_OPS.contains(&req.op.as_str()) {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(Response::err(format!(
+        return rpc_refusal(ApiError::new(
+            "forbidden",
+            format!(
                 "{}: token management is served on the unix socket only (cachalot token ...)",
                 req.op
-            ))),
-        );
+            ),
+        ));
     }
-    let token_ok =
-        crate::api::routes::bearer(&headers).is_some_and(|t| d.api.tokens.check(t).is_some());
-    if !is_read_only(&req.op) && !token_ok {
-        return (
-            StatusCode::FORBIDDEN,
-            Json(Response::err(format!(
-                "{}: this operation needs 'Authorization: Bearer <token>' (see {}/token)",
-                req.op,
-                d.home().display()
-            ))),
-        );
+    if !is_read_only(&req.op) {
+        // The REST routes' answers: 401 without a bearer token, 403 with one
+        // that is unknown or revoked.
+        if let Err(e) = crate::api::routes::check_token(&d, &headers) {
+            return rpc_refusal(ApiError::new(e.code, format!("{}: {}", req.op, e.message)));
+        }
     }
     match tokio::task::spawn_blocking(move || d.handle(&req)).await {
-        Ok(r) => (StatusCode::OK, Json(r)),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Json(Response::err(format!("internal error: {e}"))),
-        ),
+        // The op ran (HTTP 200, as documented); a failed one carries its code,
+        // the REST routes' code of the same error.
+        Ok(mut r) => {
+            if !r.ok {
+                r.code = Some(response_code(&r).to_string());
+            }
+            (StatusCode::OK, Json(r)).into_response()
+        }
+        Err(e) => rpc_refusal(ApiError::new("internal", format!("internal error: {e}"))),
     }
 }
 

@@ -77,6 +77,9 @@
     const p = $("m-mysql-parent").value;
     return `cachalot create -p ${sh(p)} && cachalot create -o recordsize=16K ${sh(p + "/data")} && cachalot create -o recordsize=128K ${sh(p + "/log")}`;
   }
+  const impCli = () => `cachalot pool import -d ${sh($("m-imp-dir").value)} ${sh($("m-imp-name").value)}`;
+  const propSetCli = () => `cachalot set ${sh($("m-prop-name").value + "=" + $("m-prop-value").value)} ${sh($("m-prop-ds").value)}`;
+  const propInheritCli = () => `cachalot inherit ${sh($("m-prop-name").value)} ${sh($("m-prop-ds").value)}`;
   const snapCli = () => `cachalot snapshot ${sh($("m-snap-ds").value + "@" + $("m-snap-name").value)}`;
   const cloneCli = () => `cachalot clone ${sh($("m-clone-src").value)} ${sh($("m-clone-target").value)}`;
   const nfsCli = () => `cachalot set sharenfs=${sh($("m-nfs-opts").value)} ${sh($("m-nfs-ds").value)}`;
@@ -96,6 +99,8 @@
     $("m-vol-cli").textContent = volCli();
     $("m-blk-cli").textContent = blkCli(true);
     $("m-pool-cli").textContent = poolCli();
+    $("m-imp-cli").textContent = impCli();
+    $("m-prop-cli").textContent = `${propSetCli()}  (Inherit: ${propInheritCli()})`;
     $("m-mysql-cli").textContent = mysqlCli();
     $("m-snap-cli").textContent = snapCli();
     $("m-clone-cli").textContent = cloneCli();
@@ -132,11 +137,17 @@
     $("m-pools").innerHTML = "<tr><th>NAME</th><th>HEALTH</th><th>SIZE</th><th>FREE</th><th>DEVICES (read/write/cksum errors)</th><th>SCAN</th><th></th></tr>" +
       pools.map((p, i) => {
         const devs = [];
-        const walk = (d, depth) => { devs.push("&nbsp;".repeat(depth * 2) + `${esc(d.name)} ${esc(d.state)} ${d.read}/${d.write}/${d.cksum}`); (d.children || []).forEach((c) => walk(c, depth + 1)); };
+        // A leaf device (a path) can be taken offline or brought back from its line.
+        const devAct = (d) => (d.children && d.children.length) || !d.name.startsWith("/") ? "" :
+          ` <button data-act="${d.state === "OFFLINE" ? "dev-online" : "dev-offline"}" data-pool="${esc(p.name)}" data-name="${esc(d.name)}">` +
+          `${d.state === "OFFLINE" ? "Online" : "Offline…"}</button>`;
+        const walk = (d, depth) => { devs.push("&nbsp;".repeat(depth * 2) + `${esc(d.name)} ${esc(d.state)} ${d.read}/${d.write}/${d.cksum}${devAct(d)}`); (d.children || []).forEach((c) => walk(c, depth + 1)); };
         ((details[i] && details[i].devices) || []).forEach((d) => walk(d, 0));
         return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
           `<td class="scan">${esc(scanText(details[i] && details[i].scrub))}</td>` +
-          `<td><button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
+          `<td><button data-act="scrub" data-name="${esc(p.name)}">Scrub</button> ` +
+          `<button data-act="export-pool" data-name="${esc(p.name)}">Export…</button> ` +
+          `<button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
       }).join("");
     const scanning = details.some((d) => d && d.scrub && d.scrub.state === "scanning");
     clearTimeout(poolsTimer);
@@ -147,7 +158,7 @@
     await refreshPools();
     let dss = [], shares = [], repl = [], mounts = [], peers = [];
     try {
-      dss = await call("GET", "/datasets?props=recordsize,sharenfs");
+      dss = await call("GET", "/datasets?props=recordsize,sharenfs,origin");
       snaps = await call("GET", "/snapshots?props=creation,written");
       shares = await call("GET", "/shares");
       repl = await call("GET", "/replication");
@@ -187,7 +198,8 @@
     $("m-datasets").innerHTML = "<tr><th>NAME</th><th>TYPE</th><th>USED</th><th>AVAIL</th><th>RECORDSIZE</th><th>NFS</th><th>MOUNTED AT</th><th></th></tr>" +
       dss.map((d) => `<tr data-ds="${esc(d.name)}"><td>${esc(d.name)}</td><td>${esc(d.type)}</td><td>${size(d.used)}</td><td>${size(d.available)}</td>` +
         `<td>${esc(d.props.recordsize.value)}</td><td>${esc(d.props.sharenfs.value)}</td><td>${mountCell(d)}</td>` +
-        `<td>${d.name.includes("/") ? `<button data-act="destroy-ds" data-name="${esc(d.name)}">Destroy…</button>` : ""}</td></tr>`).join("");
+        `<td>${d.props.origin.value !== "-" ? `<button data-act="promote" data-name="${esc(d.name)}" title="make ${esc(d.name)} independent of ${esc(d.props.origin.value)}">Promote</button> ` : ""}` +
+        `${d.name.includes("/") ? `<button data-act="destroy-ds" data-name="${esc(d.name)}">Destroy…</button>` : ""}</td></tr>`).join("");
     $("m-snaps").innerHTML = "<tr><th>SNAPSHOT</th><th>USED</th><th>CREATED</th><th></th></tr>" +
       snaps.map((s) => `<tr data-snap="${esc(s.name)}"><td>${esc(s.name)}</td><td>${size(s.used)}</td>` +
         `<td>${new Date(Number(s.props.creation.raw) * 1000).toLocaleString()}</td>` +
@@ -196,6 +208,7 @@
     const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
     options($("m-snap-ds"), fss);
     options($("m-nfs-ds"), fss);
+    options($("m-prop-ds"), dss.map((d) => d.name));
     options($("m-repl-src"), fss);
     options($("m-blk-vol"), dss.filter((d) => d.type === "volume").map((d) => d.name));
     options($("m-clone-src"), snaps.map((s) => s.name));
@@ -274,6 +287,27 @@
       act(`cachalot unmount ${sh(name)}`, [() => call("POST", `/datasets/${enc(name)}/unmount`, {})]);
       return;
     }
+    if (b.dataset.act === "scrub") {
+      // A job: the pools table shows its progress (read again while it scans).
+      act(`cachalot pool scrub ${sh(name)}`, [() => call("POST", `/pools/${enc(name)}/scrub`)]);
+      return;
+    }
+    if (b.dataset.act === "dev-online") {
+      act(`cachalot pool online ${sh(b.dataset.pool)} ${sh(name)}`,
+        [() => call("POST", `/pools/${enc(b.dataset.pool)}/devices/${enc(name)}/online`)]);
+      return;
+    }
+    if (b.dataset.act === "dev-offline") {
+      const cli = `cachalot pool offline ${sh(b.dataset.pool)} ${sh(name)}`;
+      confirmDialog(`Take ${name} offline?`, [`no I/O goes to ${name} until it is brought online (kept across restarts)`,
+        `pool ${b.dataset.pool} runs degraded meanwhile (refused when no other copy of its data is online)`], cli, "Take offline",
+        () => act(cli, [() => call("POST", `/pools/${enc(b.dataset.pool)}/devices/${enc(name)}/offline`)]));
+      return;
+    }
+    if (b.dataset.act === "promote") {
+      act(`cachalot promote ${sh(name)}`, [() => call("POST", `/datasets/${enc(name)}/promote`)]);
+      return;
+    }
     for (const verb of ["run", "pause", "resume"]) {
       if (b.dataset.act === "repl-" + verb) {
         act(`cachalot replication ${verb} ${sh(name)}`, [() => call("POST", `/replication/${enc(name)}/${verb}`)]);
@@ -293,6 +327,11 @@
       confirmDialog(`Destroy replication ${name}?`, [`${b.dataset.source} is no longer sent to ${b.dataset.target}`,
         `the holds of ${name} on ${b.dataset.source}'s snapshots are released`, `the copy on ${b.dataset.target} stays`], cli, "Destroy",
         () => act(cli, [() => call("DELETE", "/replication/" + enc(name))]));
+    } else if (b.dataset.act === "export-pool") {
+      const cli = `cachalot pool export ${sh(name)}`;
+      confirmDialog(`Export pool ${name}?`, [`every dataset of ${name} is unmounted and unshared (refused while one is in use)`,
+        `the pool goes offline until it is imported again (Import an exported pool, below)`], cli, "Export",
+        () => act(cli, [() => call("POST", `/pools/${enc(name)}/export`)]));
     } else if (b.dataset.act === "destroy-pool") {
       const cli = `cachalot pool destroy ${sh(name)}`;
       confirmDialog(`Destroy pool ${name}?`, [`pool ${name}, every dataset and snapshot in it are destroyed`], cli, "Destroy",
@@ -336,7 +375,7 @@
     }]);
     $("m-pair-go").onclick = () => act(pairCli(), [() => call("POST", "/peers", {
       address: $("m-pair-addr").value.trim(), token: $("m-pair-token").value.trim() })]);
-    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
+    for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-imp-name", "m-imp-dir", "m-prop-ds", "m-prop-name", "m-prop-value", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
       "m-repl-name", "m-repl-src", "m-pair-addr", "m-repl-target", "m-repl-schedule", "m-repl-paused",
       "m-my-sock", "m-my-ds", "m-my-snap", "m-my-clone-src", "m-my-clone-target", "m-my-clone-mp", "m-my-clone-of"]) {
       $(id).oninput = showClis;
@@ -344,6 +383,12 @@
     }
     $("m-pool-create").onclick = () => act(poolCli(), [() => call("POST", "/pools", {
       name: $("m-pool-name").value, vdevs: $("m-pool-files").value.split(/[\s,]+/).filter(Boolean), size: $("m-pool-size").value })]);
+    $("m-imp-go").onclick = () => act(impCli(), [() => call("POST", `/pools/${enc($("m-imp-name").value)}/import`, {
+      dirs: [$("m-imp-dir").value] })]);
+    $("m-prop-set").onclick = () => act(propSetCli(), [() => call("PUT",
+      `/datasets/${enc($("m-prop-ds").value)}/properties/${enc($("m-prop-name").value)}`, { value: $("m-prop-value").value })]);
+    $("m-prop-inherit").onclick = () => act(propInheritCli(), [() => call("DELETE",
+      `/datasets/${enc($("m-prop-ds").value)}/properties/${enc($("m-prop-name").value)}`)]);
     $("m-mysql-create").onclick = () => {
       const p = $("m-mysql-parent").value;
       act(mysqlCli(), [

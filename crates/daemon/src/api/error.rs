@@ -75,17 +75,22 @@ impl ApiError {
     /// A failed response of the daemon: its code from the error's kind when the
     /// op knew it (`Response::code`, see `error_kind`), else from the message.
     pub fn from_response(resp: crate::proto::Response) -> ApiError {
+        let code = response_code(&resp);
         let message = resp
             .error
             .unwrap_or_else(|| "request failed (no message)".to_string());
-        match resp
-            .code
-            .and_then(|c| CODES.iter().find(|(k, _)| *k == c).map(|(k, _)| *k))
-        {
-            Some(code) => ApiError::new(code, message),
-            None => ApiError::from_daemon(message),
-        }
+        ApiError::new(code, message)
     }
+}
+
+/// The code of a failed daemon response: the kind's code the op recorded
+/// (`Response::code`, see `error_kind`) when it is one of [`CODES`], else the
+/// code of its message ([`classify`]).
+pub fn response_code(resp: &crate::proto::Response) -> &'static str {
+    resp.code
+        .as_deref()
+        .and_then(|c| CODES.iter().find(|(k, _)| *k == c).map(|(k, _)| *k))
+        .unwrap_or_else(|| classify(resp.error.as_deref().unwrap_or("")))
 }
 
 /// The code of a daemon error message.

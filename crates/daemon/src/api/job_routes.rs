@@ -23,7 +23,7 @@
 
 use super::error::{ApiError, ErrorBody};
 use super::jobs::{self, Job};
-use super::requests::{Op, Size};
+use super::requests::{PoolReplace, Size};
 use super::routes::{run, Auth, Body};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
@@ -31,7 +31,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures_util::Stream;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -48,26 +48,6 @@ type D = State<Arc<Daemon>>;
 
 /// How often the event stream looks at its job.
 const EVENT_POLL: Duration = Duration::from_millis(200);
-
-/// Replace device `old` of pool `name` with `new` and resilver (the CLI's
-/// `pool replace`). Without `new`, a new disk took `old`'s place.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PoolReplace {
-    pub name: String,
-    pub old: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub new: Option<String>,
-    /// Size of `new` when it is a file to create.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<Size>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub force: bool,
-}
-
-impl Op for PoolReplace {
-    const OP: &'static str = "pool.replace";
-}
 
 /// The body of a replace (the pool is in the path).
 #[derive(Debug, Deserialize, ToSchema)]

@@ -13,12 +13,15 @@
 //!   valid token (see [`tokens`]). The one exception is the first token itself,
 //!   made once from the root-only setup code ([`setup_routes`], not an op).
 
+pub mod device_routes;
 pub mod error;
+pub mod extract;
 pub mod fuzz;
 pub mod job_routes;
 pub mod jobs;
 pub mod mount_routes;
 pub mod mysql_routes;
+pub mod query;
 pub mod requests;
 pub mod routes;
 pub mod setup_routes;

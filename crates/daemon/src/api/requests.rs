@@ -47,6 +47,14 @@ mod tests {
         check::<PoolList>();
         check::<PoolStatus>();
         check::<PoolScrub>();
+        check::<PoolReplace>();
+        check::<PoolAdd>();
+        check::<PoolAttach>();
+        check::<PoolDetach>();
+        check::<PoolOffline>();
+        check::<PoolOnline>();
+        check::<PoolRemove>();
+        check::<PoolClear>();
         check::<DsCreate>();
         check::<DsDestroy>();
         check::<DsList>();
@@ -70,6 +78,9 @@ mod tests {
         check::<ReplPair>();
         check::<ReplPeers>();
         check::<ReplList>();
+        check::<ReplRun>();
+        check::<ReplPause>();
+        check::<ReplResume>();
         check::<FsMount>();
         check::<FsUnmount>();
         check::<FsMounts>();

@@ -10,7 +10,9 @@
 //!   or revoked one) before anything is parsed or run.
 //! - Bodies and query strings decode strictly into typed structs: wrong types,
 //!   unknown fields and missing names are 400 `invalid_request`, and nothing runs.
-//!   A change without a body takes [`NoBody`]: any body but `{}` is refused too.
+//!   A change without a body takes [`NoBody`]: any body but `{}` is refused too;
+//!   a route that documents no query parameter refuses any query string
+//!   ([`super::query`], a layer over these routes and `/api/v1/call`).
 //! - Names with `/` travel percent-encoded in the path (`tank%2Fdb`).
 //! - Ops run on tokio's blocking pool, never on the async workers.
 
@@ -18,13 +20,10 @@ use super::error::{ApiError, ErrorBody};
 use super::jobs::{self, Job};
 use super::requests::*;
 use crate::daemon::Daemon;
-use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
-use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
@@ -33,80 +32,10 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use super::extract::{bearer, check_token, Auth, Body, NoBody, Q};
+
 type D = State<Arc<Daemon>>;
 type ApiResult<T = Json<Value>> = Result<T, ApiError>;
-
-/// The caller's token, checked (its name).
-pub struct Auth(pub String);
-
-/// The secret of `Authorization: Bearer SECRET`, if the header has that form.
-pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, rest) = v.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| rest.trim())
-        .filter(|t| !t.is_empty())
-}
-
-impl FromRequestParts<Arc<Daemon>> for Auth {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, d: &Arc<Daemon>) -> Result<Auth, ApiError> {
-        match bearer(&parts.headers) {
-            None => Err(ApiError::new(
-                "unauthorized",
-                "this request changes something: send 'Authorization: Bearer TOKEN' \
-                 (create one with: cachalot token create NAME)",
-            )),
-            Some(t) => d.api.tokens.check(t).map(Auth).ok_or_else(|| {
-                ApiError::new("forbidden", "the token is not valid (unknown or revoked)")
-            }),
-        }
-    }
-}
-
-/// A strictly decoded JSON body (an empty body is `{}`).
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Body<T>, ApiError> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::invalid(format!("request body: {}", e.body_text())))?;
-        let raw: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        serde_json::from_slice(raw)
-            .map(Body)
-            .map_err(|e| ApiError::invalid(format!("request body: {e}")))
-    }
-}
-
-/// The body of an operation that takes none: empty or `{}`. Anything else (a
-/// field, another JSON type) is refused like any bad body, so a client that
-/// thinks it passed an option learns it did not.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoBody {}
-
-/// A strictly decoded query string.
-pub struct Q<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Q<T>, ApiError> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(t)| Q(t))
-            .map_err(|e| ApiError::invalid(format!("query string: {}", e.body_text())))
-    }
-}
 
 /// Run one typed request on the blocking pool.
 pub async fn run<R: Op>(d: Arc<Daemon>, r: R) -> ApiResult {
@@ -755,12 +684,14 @@ async fn openapi_json() -> impl IntoResponse {
 
 /// The generic RPC endpoint the CLI's requests also travel on:
 /// `{"op": "ds.create", "args": {...}}` → `{"ok": true, "result": ...}` or
-/// `{"ok": false, "error": "..."}`. Read-only ops need no token.
+/// `{"ok": false, "error": "...", "code": "not_found"}` (`code`: the stable error
+/// codes of the resource routes). Read-only ops need no token.
 #[utoipa::path(post, path = "/api/v1/call", tag = "meta", request_body = Value,
     security((), ("token" = [])),
-    responses((status = 200, description = "The op ran (see ok)", body = Value),
-              (status = 400, description = "Malformed request", body = Value),
-              (status = 403, description = "A change without a valid token", body = Value)))]
+    responses((status = 200, description = "The op ran (see ok; a failed op carries its code)", body = Value),
+              (status = 400, description = "Malformed request or a query string", body = Value),
+              (status = 401, description = "A change without a token", body = Value),
+              (status = 403, description = "A change with an unknown or revoked token, or a token op", body = Value)))]
 #[allow(dead_code)]
 fn call_doc() {}
 
@@ -813,7 +744,7 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
     super::setup_routes::add(super::mount_routes::add(super::mysql_routes::add(
-        super::share_routes::add(super::job_routes::add(r)),
+        super::share_routes::add(super::job_routes::add(super::device_routes::add(r))),
     )))
 }
 

@@ -19,48 +19,20 @@
 
 use super::error::ErrorBody;
 use super::requests::{
-    DsSet, Op, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPeers,
+    DsSet, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause, ReplPeers,
+    ReplResume, ReplRun,
 };
 use super::routes::{run, Auth, Body, NoBody};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
-use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 type D = State<Arc<Daemon>>;
 type ApiResult = Result<Json<Value>, super::error::ApiError>;
-
-macro_rules! repl_op {
-    ($(#[$m:meta])* $name:ident = $op:literal) => {
-        $(#[$m])*
-        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            pub name: String,
-        }
-        impl Op for $name {
-            const OP: &'static str = $op;
-        }
-    };
-}
-
-repl_op!(
-    /// Run one replication cycle now (answers when it has ended).
-    ReplRun = "repl.run"
-);
-repl_op!(
-    /// Stop scheduled cycles of a relationship.
-    ReplPause = "repl.pause"
-);
-repl_op!(
-    /// Schedule a paused relationship's cycles again.
-    ReplResume = "repl.resume"
-);
 
 async fn set_share(d: Arc<Daemon>, name: String, prop: &str, on: bool) -> ApiResult {
     let value = if on { "on" } else { "off" };
