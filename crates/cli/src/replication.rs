@@ -33,11 +33,11 @@ pub enum ReplicationCmd {
         name: String,
         /// The filesystem to replicate (on this appliance); with --mysql-socket,
         /// the MySQL set DATAFS,LOGFS (each goes next to the target FS); with
-        /// --pull, HOST:PORT/FS on the source appliance
+        /// --pull, HOST:PORT/FS (or HOST:PORT/DATAFS,LOGFS) on the source appliance
         #[arg(long, value_name = "FS")]
         source: String,
         /// The source is a MySQL set: each cycle takes a `mysql snapshot` of it
-        /// through the server at this socket
+        /// through the server at this socket (with --pull: on the source appliance)
         #[arg(long, value_name = "SOCK")]
         mysql_socket: Option<std::path::PathBuf>,
         /// MySQL user for --mysql-socket (password: the daemon's $MYSQL_PWD)
@@ -58,7 +58,7 @@ pub enum ReplicationCmd {
         bwlimit: Option<String>,
         /// Created on the target, which starts each cycle: it connects to the
         /// source and asks for the increment since the newest common snapshot
-        #[arg(long, conflicts_with = "mysql_socket")]
+        #[arg(long)]
         pull: bool,
         /// Replicate FS and every dataset under it (one snapshot of all of
         /// them per cycle; datasets created later are picked up)
