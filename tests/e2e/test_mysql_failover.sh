@@ -164,24 +164,15 @@ fi
 assert_eq "$(CA list -H -t snapshot -o name tank/mysql/data | grep -c @repl-db-)" "$nsnaps" \
     "the refused cycle took no snapshot"
 
-if [[ $RUNNER == B ]]; then
-    # resync and reverse of a pull: not yet.
-    stop_mysql_servers
-    stop_node A
-    stop_node B
-    echo PASS
-    exit 0
-fi
-
-note "resync on A: B's replicated set was never written (the server runs on clones), nothing is lost; B's failover mark goes"
-out=$(assert_ok CA replication resync db)
+note "resync on $RUNNER: B's replicated set was never written (the server runs on clones), nothing is lost; B's failover mark goes"
+out=$(assert_ok CR replication resync db)
 assert_contains "$out" "resynced from $SNAP" "resync from the failover's set"
 [[ $out != *destroyed* ]] || fail "resync destroyed something: $out"
 # The mark is gone: B accepts the cycle. Retention there keeps $SNAP, which
 # the failover clone depends on.
-out=$(assert_ok CA replication run db)
+out=$(assert_ok CR replication run db)
 note "cycle after resync: $out"
-SNAP2=$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+SNAP2=$(CR debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
 for ds in data log; do
     assert_contains "$(CB list -H -t snapshot -o name "tank/dr/$ds")" "tank/dr/$ds@$SNAP2" "B has $ds@$SNAP2 after resync"
 done
@@ -198,15 +189,21 @@ on "$FO2_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (2, 'written on B'
 sql "insert into sbtest.sbtest1 (k, c, pad) values (3, 'lost on A', 'z')"
 mariadb_stop
 for m in data log; do assert_ok CA unmount "tank/mysql/$m"; done
-assert_fails CA replication reverse --address "$IPA:$PORT" db
-assert_contains "$LAST_STDERR" "reverse would destroy here" "reverse without -f"
+assert_fails reverse_db
+assert_contains "$LAST_STDERR" "reverse would destroy" "reverse without -f"
 assert_contains "$LAST_STDERR" "bytes written to tank/mysql/" "reverse names A's writes since $SNAP2"
-[[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
-assert_contains "$(CA replication list -H)" "db" "a refused reverse keeps A's relationship"
-[[ -z $(CB replication list -H) ]] || fail "a refused reverse gave B a relationship: $(CB replication list -H)"
-out=$(assert_ok CA replication reverse -f --address "$IPA:$PORT" db)
+if [[ $RUNNER == B ]]; then
+    assert_eq "$(CB replication list -H db | cut -f9)" "pull" "a refused reverse keeps B's pull"
+    assert_eq "$(CA replication list -H db | cut -f9)" "pulled-by $IPB" "a refused reverse keeps A's served pull"
+else
+    assert_contains "$(CA replication list -H)" "db" "a refused reverse keeps A's relationship"
+    [[ -z $(CB replication list -H) ]] || fail "a refused reverse gave B a relationship: $(CB replication list -H)"
+fi
+out=$(assert_ok reverse_db -f)
 assert_contains "$out" "now replicates to $IPA:$PORT/tank/mysql/data from snapshot $SNAP2" "reverse -f"
 assert_contains "$(CB replication list -H db)" "tank/dr/fo2/data" "B's failover set is the source of db"
+assert_eq "$(CB replication list -H db | cut -f9)" "push" "B pushes db after the reverse"
+assert_fails CA replication list db
 grep -q "replication db: failover mark cleared (reversed)" "$ARTIFACTS/daemon.log" ||
     fail "B kept its failover mark after adopting db"
 out=$(assert_ok CB replication run db)

@@ -109,15 +109,18 @@ pub enum ReplicationCmd {
         name: String,
     },
     /// Failback after a break: the target becomes the source of relationship
-    /// NAME toward this appliance, from the newest common snapshot (rolls this
-    /// side back to it only with -f, listing what is lost)
+    /// NAME toward its source, from the newest common snapshot (rolls the
+    /// source back to it only with -f, listing what is lost). A push is
+    /// reversed on its source, a pull on its target (which then pushes back)
     Reverse {
-        /// Destroy what this side has of its own since the common snapshot
+        /// Destroy what the source has of its own since the common snapshot
         #[arg(short = 'f')]
         force: bool,
-        /// This appliance's replication listener (HOST:PORT) as the target reaches it
+        /// This appliance's replication listener (HOST:PORT) as the target
+        /// reaches it (a push's reverse; a pull pushes back to the listener
+        /// it pulled from)
         #[arg(long)]
-        address: String,
+        address: Option<String>,
         name: String,
     },
     /// Forget a relationship (its snapshots stay; its holds here are released)
@@ -376,7 +379,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             force,
             address,
             name,
-        } => reverse(ctx, &name, &address, force),
+        } => reverse(ctx, &name, address.as_deref(), force),
         ReplicationCmd::Resync { force, name } => {
             let r = ctx.call("repl.resync", json!({ "name": name, "force": force }))?;
             for d in r["destroyed"].as_array().into_iter().flatten() {
@@ -391,7 +394,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
     }
 }
 
-fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
+fn reverse(ctx: &mut Ctx, name: &str, address: Option<&str>, force: bool) -> CmdResult {
     let r = ctx.call(
         "repl.reverse",
         json!({ "name": name, "address": address, "force": force }),
@@ -400,10 +403,15 @@ fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
         println!("destroyed: {}", d.as_str().unwrap_or("?"));
     }
     println!(
-        "replication {name} reversed: {} now replicates to {} from snapshot {} (run its cycles there)",
+        "replication {name} reversed: {} now replicates to {} from snapshot {} ({})",
         r["source"].as_str().unwrap_or("?"),
         r["target"].as_str().unwrap_or("?"),
-        r["common"].as_str().unwrap_or("?")
+        r["common"].as_str().unwrap_or("?"),
+        if r["here"].as_bool() == Some(true) {
+            "its cycles run here"
+        } else {
+            "run its cycles there"
+        }
     );
     Ok(())
 }

@@ -471,7 +471,8 @@ impl Daemon {
             "repl.break" => self.repl_break(&a.str("name")?),
             "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             "repl.reverse" => {
-                self.repl_reverse(&a.str("name")?, &a.str("address")?, a.bool("force")?)
+                let address = a.opt_str("address")?;
+                self.repl_reverse(&a.str("name")?, address.as_deref(), a.bool("force")?)
             }
             _ => Err(format!("unknown operation '{op}'")),
         }

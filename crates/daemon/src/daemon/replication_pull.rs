@@ -68,17 +68,6 @@ impl PulledBy {
     }
 }
 
-/// `resync` and `reverse` of a pull relationship are not there yet: they
-/// would act on the wrong side (they drive the peer as the target).
-pub(super) fn refuse_pull(rel: &Relationship, what: &str) -> Result<(), String> {
-    if rel.pull {
-        return Err(format!(
-            "{what} of a pull relationship is not supported yet: destroy it and the target filesystem to start over, or create a push relationship on the source"
-        ));
-    }
-    Ok(())
-}
-
 impl Daemon {
     /// The target's side of one pull cycle of `rel`; `progress` gets how far
     /// the source's cycle got (its legs name this side's filesystems).

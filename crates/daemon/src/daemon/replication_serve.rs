@@ -10,7 +10,8 @@
 //! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
 //! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
 //! to a snapshot a relationship holds), `failover_set {name}` and `adopt`
-//! (`replication reverse`: `replication_reverse.rs`). An unpaired
+//! (`replication reverse`: `replication_reverse.rs`), `pull_reversed {name}`
+//! (the puller reversed a pull served here: `replication_pull_failback.rs`). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -353,6 +354,8 @@ impl Daemon {
             } else if op == "adopt" {
                 // `reverse` from the peer: it needs the peer's key.
                 guarded("replication", || self.answer_adopt(&req, fp))
+            } else if op == "pull_reversed" {
+                guarded("replication", || self.answer_pull_reversed(&req, fp))
             } else {
                 guarded("replication", || self.serve_request(&op, &req))
             };
@@ -401,7 +404,13 @@ impl Daemon {
                 if let Some(rel) = req["name"].as_str() {
                     self.replication.check_not_broken_here(rel)?;
                 }
-                fs_state(&*self.ds_store(&fs)?, &fs)
+                let store = self.ds_store(&fs)?;
+                // Resync and reverse plan a rollback: what it would destroy
+                // must count the latest writes.
+                if req["sync"].as_bool() == Some(true) {
+                    store.sync().map_err(se)?;
+                }
+                fs_state(&store, &fs)
             }
             "abort" => {
                 let fs = Self::fs_arg(req, "fs")?;
