@@ -229,9 +229,15 @@ impl Replication {
     }
 
     /// Pin `fp` (for `address`, if we dialled it), replacing an older pin of
-    /// the same address or key.
+    /// the same address or key. A key pinned already stays as it is when the
+    /// peer pairs with our listener (no address): the address we dial it at
+    /// is kept (a peer that pulls from us and is pushed to by us pairs both
+    /// ways).
     pub(super) fn pin(&self, fp: &str, address: Option<&str>) -> Result<(), String> {
         let mut peers = self.peers.lock();
+        if address.is_none() && peers.iter().any(|p| p.fingerprint == fp) {
+            return Ok(());
+        }
         let mut next: Vec<Peer> = peers
             .iter()
             .filter(|p| {
@@ -779,4 +785,27 @@ fn no_such_relationship(name: &str) -> String {
         cachalot_datasets::ErrorKind::NotFound,
         format!("replication relationship '{name}' does not exist"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Replication;
+
+    #[test]
+    fn a_peer_pairing_back_keeps_the_address_we_dial_it_at() {
+        let dir = std::env::temp_dir().join(format!("cachalot-repl-pin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let r = Replication::open(&dir).unwrap();
+        let addr = "10.0.0.2:7480";
+        r.pin("k1", Some(addr)).unwrap();
+        // The peer pairs with our listener too (to pull from us).
+        r.pin("k1", None).unwrap();
+        assert_eq!(r.pinned_for(addr).as_deref(), Some("k1"));
+        // A new key at that address replaces the old one, durably.
+        r.pin("k2", Some(addr)).unwrap();
+        assert!(!r.is_pinned("k1"));
+        let again = Replication::open(&dir).unwrap();
+        assert_eq!(again.pinned_for(addr).as_deref(), Some("k2"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
