@@ -16,6 +16,8 @@
 #   token_b / wait_token    B's resume token of $REPL_DST / wait for one
 #   kill_mid_transfer N S   kill -9 node N S seconds into a cycle, restart it
 #   same_as_source FILE...  B's newest snapshot equals A's (sha256, listing)
+#   MySQL sets (with fuse_lib.sh): mysql_source_on_a, on SOCK SQL, checksums
+#   SOCK, mysql_on N ..., stop_mysql_servers (for REPL_CLEANUP_HOOKS)
 #
 # $T is a temp dir for the test; B's replication listener is $TARGET.
 # At exit the functions named in REPL_CLEANUP_HOOKS run first (to stop what
@@ -217,4 +219,46 @@ run_until_ok() {
         sleep 1
     done
     fail "replication run $name on $node: no cycle succeeded in 15 s after the fault: $out"
+}
+
+# Servers started by `mysql clone|failover` outlive the CLI: their pids go in
+# SERVER_PIDS (the sysbench run in SBPID); stop_mysql_servers stops them and
+# the source server before the daemons that hold their files go (a test adds
+# it to REPL_CLEANUP_HOOKS).
+SERVER_PIDS=()
+SBPID=
+stop_mysql_servers() {
+    local p
+    [[ -n $SBPID ]] && kill "$SBPID" 2>/dev/null
+    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do kill -KILL "$p" 2>/dev/null; done
+    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do
+        while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+    done
+    find "$T" -maxdepth 3 -name error.log -path '*.run/*' -exec cp {} "$ARTIFACTS/" \; 2>/dev/null
+    [[ -n ${MY_ERRLOG:-} && -f $MY_ERRLOG ]] && cp "$MY_ERRLOG" "$ARTIFACTS/mariadb-error.log"
+    SERVER_PIDS=()
+    MARIADB_PID=
+}
+
+# on SOCK SQL: run SQL on the server at SOCK.
+on() {
+    local s=$1
+    shift
+    mariadb -S "$s" -uroot -N -B -e "$*"
+}
+
+# checksums SOCK: "table checksum" of every sbtest table of the server at SOCK.
+checksums() {
+    local t
+    for t in $(on "$1" "select table_name from information_schema.tables where table_schema='sbtest' order by 1"); do
+        on "$1" "checksum table sbtest.$t"
+    done
+}
+
+# mysql_on N SUBCOMMAND ARGS...: `cachalot mysql` on node N (inside `mysql`
+# subcommands --socket is the MySQL server's: the daemon's is --daemon-socket).
+mysql_on() {
+    local n=$1 sub=$2
+    shift 2
+    "$C" mysql "$sub" --daemon-socket "$(node_home "$n")/s.sock" "$@"
 }

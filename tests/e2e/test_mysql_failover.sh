@@ -19,6 +19,11 @@
 # (refused without -f, naming A's writes since): B's failover set becomes the
 # source of db toward A, whose clone of the reversed snapshot has B's write,
 # not A's rolled-back one, clean CHECK TABLE and B's checksums.
+# With REPL_PULL=1 (test_mysql_failover_pull.sh) the same with db pulled:
+# created on B with --pull, B starting each cycle from A's listener (A's
+# server quiesced by A for each snapshot); failover marks B's db broken;
+# resync and reverse run on B, and after the reverse B keeps db as a push
+# toward A's listener (A forgets the pull it served).
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/fuse_lib.sh
@@ -29,64 +34,55 @@ source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 command -v mariadbd >/dev/null || fail "mariadb-server is not installed"
 command -v sysbench >/dev/null || fail "sysbench is not installed"
 
-# Servers started by `mysql clone|failover` outlive the CLI; they and the
-# source server go before the daemons that hold their files.
-SERVER_PIDS=()
-SBPID=
-_stop_servers() {
-    local p
-    [[ -n $SBPID ]] && kill "$SBPID" 2>/dev/null
-    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do kill -KILL "$p" 2>/dev/null; done
-    for p in "${SERVER_PIDS[@]}" $MARIADB_PID; do
-        while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
-    done
-    find "$T" -maxdepth 3 -name error.log -path '*.run/*' -exec cp {} "$ARTIFACTS/" \; 2>/dev/null
-    [[ -n ${MY_ERRLOG:-} && -f $MY_ERRLOG ]] && cp "$MY_ERRLOG" "$ARTIFACTS/mariadb-error.log"
-}
-REPL_CLEANUP_HOOKS+=(_stop_servers)
+REPL_CLEANUP_HOOKS+=(stop_mysql_servers)
 
-on() {
-    local s=$1
-    shift
-    mariadb -S "$s" -uroot -N -B -e "$*"
-}
-
-# checksums SOCK: "table checksum" of every sbtest table of the server at SOCK.
-checksums() {
-    local t
-    for t in $(on "$1" "select table_name from information_schema.tables where table_schema='sbtest' order by 1"); do
-        on "$1" "checksum table sbtest.$t"
-    done
-}
-
-# mysql_on N SUBCOMMAND ARGS...: `cachalot mysql` on node N (inside `mysql`
-# subcommands --socket is the MySQL server's: the daemon's is --daemon-socket).
-mysql_on() {
-    local n=$1 sub=$2
-    shift 2
-    "$C" mysql "$sub" --daemon-socket "$(node_home "$n")/s.sock" "$@"
-}
+# RUNNER: the node that keeps db, runs its cycles, resync and reverse;
+# create_rel NAME SRC TGT ARGS...: a relationship of A's SRC into B's TGT
+# there; reverse_db ARGS...: reverse db there.
+if [[ -n ${REPL_PULL:-} ]]; then
+    RUNNER=B
+    create_rel() {
+        local name=$1 src=$2 tgt=$3
+        shift 3
+        CB replication create "$name" --pull --source "$IPA:$PORT/$src" --target "$tgt" "$@"
+    }
+    reverse_db() { CB replication reverse "$@" db; }
+else
+    RUNNER=A
+    create_rel() {
+        local name=$1 src=$2 tgt=$3
+        shift 3
+        CA replication create "$name" --source "$src" --target "$TARGET/$tgt" "$@"
+    }
+    reverse_db() { CA replication reverse --address "$IPA:$PORT" "$@" db; }
+fi
+CR() { cli "$RUNNER" "$@"; }
 
 repl_link_up
-# A listens too: the reversed relationship replicates to it.
+# A listens too: the reversed relationship replicates to it (and a pull
+# starts there).
 start_node A "$NSA" --replication "$IPA:$PORT"
 start_node B "$NSB" --replication "$TARGET"
 assert_ok CA pool create -s 2G tank "$T/a.img"
 assert_ok CB pool create -s 2G tank "$T/b.img"
-repl_pair
+if [[ $RUNNER == B ]]; then
+    tok=$(assert_ok CA replication pair)
+    assert_ok CB replication pair "$IPA:$PORT" "$tok" >/dev/null
+else
+    repl_pair
+fi
 
 note "MariaDB on A's datasets, sysbench tables"
 mysql_source_on_a 3 10000
 
 note "relationship db: the MySQL set tank/mysql/data,log to B's tank/dr"
 assert_ok CB create tank/dr
-assert_fails CA replication create bad --source tank/mysql/data,tank/mysql/log --target "$TARGET/tank/dr/data"
+assert_fails create_rel bad tank/mysql/data,tank/mysql/log tank/dr/data
 assert_contains "$LAST_STDERR" "--mysql-socket" "a set without its server"
-assert_fails CA replication create bad --source tank/mysql/data,tank/mysql/log \
-    --mysql-socket "$MY_SOCK" --target "$TARGET/dr"
+assert_fails create_rel bad tank/mysql/data,tank/mysql/log dr --mysql-socket "$MY_SOCK"
 assert_contains "$LAST_STDERR" "must have a parent" "set target without a parent"
-assert_ok CA replication create db --source tank/mysql/data,tank/mysql/log \
-    --mysql-socket "$MY_SOCK" --target "$TARGET/tank/dr/data" --schedule 1h --keep "1h:every 5m" --paused
+assert_ok create_rel db tank/mysql/data,tank/mysql/log tank/dr/data \
+    --mysql-socket "$MY_SOCK" --schedule 1h --keep "1h:every 5m" --paused
 
 note "cycles under a sysbench write load"
 # Killed below, after the cycles: its --time only has to outlast them (with 60 s,
@@ -96,17 +92,21 @@ note "cycles under a sysbench write load"
 SBPID=$!
 sleep 2
 for i in 1 2 3; do
-    out=$(assert_ok CA replication run db)
+    out=$(assert_ok CR replication run db)
     note "cycle $i: $out"
     sleep 2
 done
-SNAP=$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+SNAP=$(CR debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
 note "last replicated set: $SNAP"
 for ds in data log; do
     assert_contains "$(CB list -H -t snapshot -o name "tank/dr/$ds")" "tank/dr/$ds@$SNAP" "B has $ds@$SNAP"
     assert_eq "$(CB get -H -o value cachalot.mysql:members "tank/dr/$ds@$SNAP")" \
         "tank/dr/data,tank/dr/log" "record on B's $ds@$SNAP names B's datasets"
 done
+if [[ $RUNNER == B ]]; then
+    assert_eq "$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0] | [.role, (.members | join(",")), .held] | @tsv')" \
+        "pulled-by $IPB	tank/mysql/data,tank/mysql/log	tank/mysql/data@$SNAP" "A lists the set it serves"
+fi
 GTID=$(CA get -H -o value cachalot.mysql:gtid "tank/mysql/data@$SNAP")
 [[ $GTID =~ ^[0-9]+-[0-9]+-[0-9]+ ]] || fail "no GTID recorded on A's set: '$GTID'"
 assert_eq "$(CB get -H -o value cachalot.mysql:gtid "tank/dr/log@$SNAP")" "$GTID" "GTID on B's set"
@@ -132,8 +132,8 @@ note "failover errors name the relationship"
 assert_fails mysql_on B failover nope
 assert_contains "$LAST_STDERR" "no replicated snapshot set of relationship 'nope'" "unknown relationship"
 assert_ok CA create tank/plain
-assert_ok CA replication create plain --source tank/plain --target "$TARGET/tank/plain" --paused
-assert_ok CA replication run plain >/dev/null
+assert_ok create_rel plain tank/plain tank/plain --paused
+assert_ok CR replication run plain >/dev/null
 assert_fails mysql_on B failover plain
 assert_contains "$LAST_STDERR" "'plain' is not a MySQL set" "plain relationship"
 assert_fails mysql_on B failover --clone tank/dr/bad --mountpoint "$T/bad" \
@@ -149,31 +149,33 @@ FO_SOCK=$(jq -r .socket <<<"$json")
 assert_eq "$(jq -r .snapshot <<<"$json")" "tank/dr/data@$SNAP" "failover used the newest set"
 assert_eq "$(jq -r .gtid_binlog_pos <<<"$json")" "$GTID" "failover prints the snapshot's GTID"
 assert_eq "$(jq -r .recorded_gtid <<<"$json")" "$GTID" "recorded GTID"
-for t in $(on "$FO_SOCK" "select table_name from information_schema.tables where table_schema='sbtest'"); do
-    res=$(on "$FO_SOCK" "check table sbtest.$t" | awk '$3 == "status" { print $4 }')
-    assert_eq "$res" "OK" "CHECK TABLE sbtest.$t on B"
-done
+MY_SOCK=$FO_SOCK check_tables sbtest
 diff "$T/expected" <(checksums "$FO_SOCK") || fail "B's tables differ from the source's at $SNAP"
 note "CHECKSUM TABLE of every table on B equals the source's at $SNAP: $(tr '\n\t' '; ' <"$T/expected")"
 on "$FO_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (1, 'after failover', 'x')"
 
-note "the source's next cycle is refused: broken off on B"
+note "the next cycle is refused: broken off on B"
 nsnaps=$(CA list -H -t snapshot -o name tank/mysql/data | grep -c @repl-db-)
-assert_fails CA replication run db
-assert_contains "$LAST_STDERR" "replication db: broken off on the target by mysql failover" "cycle after failover"
+assert_fails CR replication run db
+if [[ $RUNNER == B ]]; then
+    assert_contains "$LAST_STDERR" "replication db: the relationship is broken off" "cycle after failover"
+    assert_eq "$(CB replication list -H db | cut -f4)" "broken" "B's pull after failover"
+else
+    assert_contains "$LAST_STDERR" "replication db: broken off on the target by mysql failover" "cycle after failover"
+fi
 [[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
 assert_eq "$(CA list -H -t snapshot -o name tank/mysql/data | grep -c @repl-db-)" "$nsnaps" \
     "the refused cycle took no snapshot"
 
-note "resync on A: B's replicated set was never written (the server runs on clones), nothing is lost; B's failover mark goes"
-out=$(assert_ok CA replication resync db)
+note "resync on $RUNNER: B's replicated set was never written (the server runs on clones), nothing is lost; B's failover mark goes"
+out=$(assert_ok CR replication resync db)
 assert_contains "$out" "resynced from $SNAP" "resync from the failover's set"
 [[ $out != *destroyed* ]] || fail "resync destroyed something: $out"
 # The mark is gone: B accepts the cycle. Retention there keeps $SNAP, which
 # the failover clone depends on.
-out=$(assert_ok CA replication run db)
+out=$(assert_ok CR replication run db)
 note "cycle after resync: $out"
-SNAP2=$(CA debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
+SNAP2=$(CR debug call repl.list '{"name":"db"}' | jq -r '.[0].last_snapshot')
 for ds in data log; do
     assert_contains "$(CB list -H -t snapshot -o name "tank/dr/$ds")" "tank/dr/$ds@$SNAP2" "B has $ds@$SNAP2 after resync"
 done
@@ -190,15 +192,21 @@ on "$FO2_SOCK" "insert into sbtest.sbtest1 (k, c, pad) values (2, 'written on B'
 sql "insert into sbtest.sbtest1 (k, c, pad) values (3, 'lost on A', 'z')"
 mariadb_stop
 for m in data log; do assert_ok CA unmount "tank/mysql/$m"; done
-assert_fails CA replication reverse --address "$IPA:$PORT" db
-assert_contains "$LAST_STDERR" "reverse would destroy here" "reverse without -f"
+assert_fails reverse_db
+assert_contains "$LAST_STDERR" "reverse would destroy" "reverse without -f"
 assert_contains "$LAST_STDERR" "bytes written to tank/mysql/" "reverse names A's writes since $SNAP2"
-[[ $(grep -c '' <<<"$LAST_STDERR") == 1 ]] || fail "not one line: $LAST_STDERR"
-assert_contains "$(CA replication list -H)" "db" "a refused reverse keeps A's relationship"
-[[ -z $(CB replication list -H) ]] || fail "a refused reverse gave B a relationship: $(CB replication list -H)"
-out=$(assert_ok CA replication reverse -f --address "$IPA:$PORT" db)
+if [[ $RUNNER == B ]]; then
+    assert_eq "$(CB replication list -H db | cut -f9)" "pull" "a refused reverse keeps B's pull"
+    assert_eq "$(CA replication list -H db | cut -f9)" "pulled-by $IPB" "a refused reverse keeps A's served pull"
+else
+    assert_contains "$(CA replication list -H)" "db" "a refused reverse keeps A's relationship"
+    [[ -z $(CB replication list -H) ]] || fail "a refused reverse gave B a relationship: $(CB replication list -H)"
+fi
+out=$(assert_ok reverse_db -f)
 assert_contains "$out" "now replicates to $IPA:$PORT/tank/mysql/data from snapshot $SNAP2" "reverse -f"
 assert_contains "$(CB replication list -H db)" "tank/dr/fo2/data" "B's failover set is the source of db"
+assert_eq "$(CB replication list -H db | cut -f9)" "push" "B pushes db after the reverse"
+assert_fails CA replication list db
 grep -q "replication db: failover mark cleared (reversed)" "$ARTIFACTS/daemon.log" ||
     fail "B kept its failover mark after adopting db"
 out=$(assert_ok CB replication run db)
@@ -212,19 +220,14 @@ note "A's clone of the reversed set: B's data at $SNAP3, without A's lost write"
 out=$(assert_ok mysql_on A clone "tank/mysql/data@$SNAP3" tank/back --mountpoint "$T/back" --start)
 SERVER_PIDS+=("$(awk '$1 == "server" && $2 == "pid" { print $3 }' <<<"$out")")
 BACK_SOCK=$T/back/data.run/mysqld.sock
-for t in $(on "$BACK_SOCK" "select table_name from information_schema.tables where table_schema='sbtest'"); do
-    res=$(on "$BACK_SOCK" "check table sbtest.$t" | awk '$3 == "status" { print $4 }')
-    assert_eq "$res" "OK" "CHECK TABLE sbtest.$t on A after reverse"
-done
+MY_SOCK=$BACK_SOCK check_tables sbtest
 diff "$T/expected-back" <(checksums "$BACK_SOCK") || fail "A's tables differ from B's at $SNAP3"
 assert_eq "$(on "$BACK_SOCK" "select count(*) from sbtest.sbtest1 where c in ('written on B', 'after failover')")" 1 \
     "A has the second failover server's write (and not the first one's)"
 assert_eq "$(on "$BACK_SOCK" "select count(*) from sbtest.sbtest1 where c = 'lost on A'")" 0 \
     "A's write after $SNAP2 was rolled back"
 
-_stop_servers
-SERVER_PIDS=()
-MARIADB_PID=
+stop_mysql_servers
 stop_node A
 stop_node B
 echo PASS

@@ -4,7 +4,7 @@
 # starts each cycle against the source A's listener), between two appliances
 # in network namespaces over a veth (repl_lib.sh): refused while B is not
 # paired with A, for a name A pushes, and into a target with no snapshot in
-# common (nothing changed), resync of a pull (push only); a full cycle and a later write replicate (sha256);
+# common (nothing changed; resync too); a full cycle and a later write replicate (sha256);
 # a kill -9 of the source, then of the target, in the middle of a transfer:
 # the next cycle resumes from B's token and the files match. The source lists
 # the pull it serves ("pulled-by B", last sync, the snapshot it holds; also in
@@ -13,6 +13,11 @@
 # (-r --pull) replicates a tree member by member, a child created between
 # cycles included; both sides show each member's status and hold each
 # member's newest snapshot; destroy on either side releases every member's.
+# resync and reverse run on B, which keeps the pull: after `break` and a
+# write on B, resync lists what it destroys and refuses without -f, -f rolls
+# B back and cycles resume; after another break, reverse lists A's own
+# snapshot and refuses without -f; -f rolls A back, A forgets the pull, and B
+# keeps p1 as a push toward A's listener, whose cycle brings B's write to A.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source=tests/e2e/repl_lib.sh
@@ -57,7 +62,8 @@ assert_fails CB replication run p2
 assert_contains "$LAST_STDERR" "no snapshot in common with 'tank/src'" "no common snapshot"
 assert_contains "$LAST_STDERR" "target $IPB/tank/lone" "the refusal names the target"
 assert_fails CB replication resync -f p2
-assert_contains "$LAST_STDERR" "resync of a pull relationship is not supported yet" "resync of a pull"
+assert_contains "$LAST_STDERR" "'tank/lone' has no snapshot in common with the source $SOURCE/tank/src" \
+    "resync of a pull without a common snapshot"
 assert_eq "$(CB list -H -t snapshot -o name tank/lone)" "tank/lone@mine" "target unchanged"
 assert_eq "$(CA list -H -t snapshot -o name tank/src | grep -c repl-p2 || true)" 0 \
     "no source snapshot for a refused pull"
@@ -107,6 +113,27 @@ note "kill -9 of the source mid-transfer"
 kill9_resume A
 note "kill -9 of the target mid-transfer"
 kill9_resume B
+
+note "break and resync of the pull, on B: B's own snapshot is listed, destroyed only with -f"
+out=$(assert_ok CB replication break p1)
+assert_contains "$out" "broken off: tank/dst is no longer updated" "break names the target here"
+assert_eq "$(CB replication list -H p1 | cut -f4)" "broken" "state after break"
+assert_fails CB replication run p1
+assert_contains "$LAST_STDERR" "broken off" "run of a broken pull"
+mkdir -p "$T/dst"
+assert_ok CB mount tank/dst "$T/dst"
+echo "written on B after the break" >"$T/dst/on-b"
+assert_ok CB unmount tank/dst
+assert_ok CB snapshot tank/dst@after-break
+assert_fails CB replication resync p1
+assert_contains "$LAST_STDERR" "tank/dst@after-break" "resync names what it would destroy"
+assert_contains "$LAST_STDERR" "resync -f p1" "resync names the command that would"
+assert_contains "$(CB list -H -t snapshot -o name tank/dst)" "tank/dst@after-break" "refused resync kept it"
+out=$(assert_ok CB replication resync -f p1)
+assert_contains "$out" "destroyed: tank/dst@after-break" "resync -f"
+[[ $(CB list -H -t snapshot -o name tank/dst) != *after-break* ]] || fail "resync -f kept tank/dst@after-break"
+assert_ok CB replication run p1 >/dev/null
+same_as_source "${FILES[@]}"
 
 note "the source forgets the pull: its hold goes; the next pull records it again"
 held=$(CA debug call repl.list '{"name":"p1"}' | jq -r '.[0].held')
@@ -167,6 +194,33 @@ done
 assert_ok CB replication destroy pt
 assert_eq "$(CB holds -H "tank/tcopy/a/g@${newest#*@}")" "" "destroying the pull released the copies' holds"
 for ((i = ${#TREE[@]} - 1; i >= 0; i--)); do assert_ok CA unmount "${TREE[$i]}"; done
+
+note "break and reverse of the pull, on B: A rolled back only with -f; B pushes p1 to A's listener"
+assert_ok CB replication break p1
+assert_ok CB mount tank/dst "$T/dst"
+echo "written on B after the failover" >"$T/dst/failback"
+assert_ok CB unmount tank/dst
+echo "A's own, lost by the failback" >"$SRC/lost"
+assert_ok CA unmount tank/src
+assert_ok CA snapshot tank/src@mine-a
+assert_fails CB replication reverse --address "$IPB:$PORT" p1
+assert_contains "$LAST_STDERR" "reversed toward the listener it pulls from ($SOURCE)" "reverse with another address"
+assert_fails CB replication reverse p1
+assert_contains "$LAST_STDERR" "reverse would destroy on $SOURCE: tank/src@mine-a" "reverse names what A would lose"
+assert_eq "$(CB replication list -H p1 | cut -f9)" "pull" "a refused reverse keeps B's pull"
+assert_eq "$(CA replication list -H p1 | cut -f9)" "pulled-by $IPB" "a refused reverse keeps A's served pull"
+assert_contains "$(CA list -H -t snapshot -o name tank/src)" "tank/src@mine-a" "a refused reverse kept A's snapshot"
+out=$(assert_ok CB replication reverse -f p1)
+assert_contains "$out" "destroyed: tank/src@mine-a" "reverse -f lists what it destroyed"
+assert_contains "$out" "tank/dst now replicates to $SOURCE/tank/src" "reverse -f"
+assert_eq "$(CB replication list -H p1 | cut -f2,3,9)" "tank/dst	$SOURCE/tank/src	push" "B pushes p1 after the reverse"
+assert_fails CA replication list p1
+assert_ok CB replication run p1 >/dev/null
+assert_ok CA mount tank/src "$SRC"
+assert_eq "$(cat "$SRC/failback")" "written on B after the failover" "B's write reached A"
+[[ ! -e $SRC/lost ]] || fail "A's own write survived the rollback"
+newest=$(CB list -H -t snapshot -o name tank/dst | tail -n 1)
+assert_eq "$(CA holds -H "tank/src@${newest#*@}" | cut -f2)" "repl:p1" "A holds the reversed cycle's snapshot"
 
 assert_ok CA unmount tank/src
 stop_node A

@@ -34,11 +34,11 @@ pub enum ReplicationCmd {
         name: String,
         /// The filesystem to replicate (on this appliance); with --mysql-socket,
         /// the MySQL set DATAFS,LOGFS (each goes next to the target FS); with
-        /// --pull, HOST:PORT/FS on the source appliance
+        /// --pull, HOST:PORT/FS (or HOST:PORT/DATAFS,LOGFS) on the source appliance
         #[arg(long, value_name = "FS")]
         source: String,
         /// The source is a MySQL set: each cycle takes a `mysql snapshot` of it
-        /// through the server at this socket
+        /// through the server at this socket (with --pull: on the source appliance)
         #[arg(long, value_name = "SOCK")]
         mysql_socket: Option<std::path::PathBuf>,
         /// MySQL user for --mysql-socket (password: the daemon's $MYSQL_PWD)
@@ -59,7 +59,7 @@ pub enum ReplicationCmd {
         bwlimit: Option<String>,
         /// Created on the target, which starts each cycle: it connects to the
         /// source and asks for the increment since the newest common snapshot
-        #[arg(long, conflicts_with = "mysql_socket")]
+        #[arg(long)]
         pull: bool,
         /// Replicate FS and every dataset under it (one snapshot of all of
         /// them per cycle; datasets created later are picked up)
@@ -110,15 +110,18 @@ pub enum ReplicationCmd {
         name: String,
     },
     /// Failback after a break: the target becomes the source of relationship
-    /// NAME toward this appliance, from the newest common snapshot (rolls this
-    /// side back to it only with -f, listing what is lost)
+    /// NAME toward its source, from the newest common snapshot (rolls the
+    /// source back to it only with -f, listing what is lost). A push is
+    /// reversed on its source, a pull on its target (which then pushes back)
     Reverse {
-        /// Destroy what this side has of its own since the common snapshot
+        /// Destroy what the source has of its own since the common snapshot
         #[arg(short = 'f')]
         force: bool,
-        /// This appliance's replication listener (HOST:PORT) as the target reaches it
+        /// This appliance's replication listener (HOST:PORT) as the target
+        /// reaches it (a push's reverse; a pull pushes back to the listener
+        /// it pulled from)
         #[arg(long)]
-        address: String,
+        address: Option<String>,
         name: String,
     },
     /// Forget a relationship (its snapshots stay; its holds here are released)
@@ -377,7 +380,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             force,
             address,
             name,
-        } => reverse(ctx, &name, &address, force),
+        } => reverse(ctx, &name, address.as_deref(), force),
         ReplicationCmd::Resync { force, name } => {
             let r = ctx.call("repl.resync", json!({ "name": name, "force": force }))?;
             for d in r["destroyed"].as_array().into_iter().flatten() {
@@ -392,7 +395,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
     }
 }
 
-fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
+fn reverse(ctx: &mut Ctx, name: &str, address: Option<&str>, force: bool) -> CmdResult {
     let r = ctx.call(
         "repl.reverse",
         json!({ "name": name, "address": address, "force": force }),
@@ -401,10 +404,15 @@ fn reverse(ctx: &mut Ctx, name: &str, address: &str, force: bool) -> CmdResult {
         println!("destroyed: {}", d.as_str().unwrap_or("?"));
     }
     println!(
-        "replication {name} reversed: {} now replicates to {} from snapshot {} (run its cycles there)",
+        "replication {name} reversed: {} now replicates to {} from snapshot {} ({})",
         r["source"].as_str().unwrap_or("?"),
         r["target"].as_str().unwrap_or("?"),
-        r["common"].as_str().unwrap_or("?")
+        r["common"].as_str().unwrap_or("?"),
+        if r["here"].as_bool() == Some(true) {
+            "its cycles run here"
+        } else {
+            "run its cycles there"
+        }
     );
     Ok(())
 }

@@ -44,6 +44,7 @@ pub mod replication;
 mod replication_cycle;
 mod replication_mysql;
 mod replication_pull;
+mod replication_pull_failback;
 mod replication_reverse;
 mod replication_serve;
 pub mod replication_stats;

@@ -27,6 +27,7 @@
 //!   scheduler only try-locks it, `replication run` waits for it.
 
 use super::replication_pull::PulledBy;
+use super::replication_tree::local_datasets;
 use super::{Daemon, OpResult};
 use crate::proto::{validate_dataset_name, Args};
 use crate::state::write_atomic;
@@ -228,9 +229,15 @@ impl Replication {
     }
 
     /// Pin `fp` (for `address`, if we dialled it), replacing an older pin of
-    /// the same address or key.
+    /// the same address or key. A key pinned already stays as it is when the
+    /// peer pairs with our listener (no address): the address we dial it at
+    /// is kept (a peer that pulls from us and is pushed to by us pairs both
+    /// ways).
     pub(super) fn pin(&self, fp: &str, address: Option<&str>) -> Result<(), String> {
         let mut peers = self.peers.lock();
+        if address.is_none() && peers.iter().any(|p| p.fingerprint == fp) {
+            return Ok(());
+        }
         let mut next: Vec<Peer> = peers
             .iter()
             .filter(|p| {
@@ -470,7 +477,8 @@ impl Daemon {
             "repl.break" => self.repl_break(&a.str("name")?),
             "repl.resync" => self.repl_resync(&a.str("name")?, a.bool("force")?),
             "repl.reverse" => {
-                self.repl_reverse(&a.str("name")?, &a.str("address")?, a.bool("force")?)
+                let address = a.opt_str("address")?;
+                self.repl_reverse(&a.str("name")?, address.as_deref(), a.bool("force")?)
             }
             _ => Err(format!("unknown operation '{op}'")),
         }
@@ -496,6 +504,15 @@ impl Daemon {
             None => None,
         };
         let started = live.as_ref().map(|l| l.members.join(","));
+        // Pulled, the relationship is kept here, and this side starts its
+        // cycles: broken off as by `replication break`, none is started
+        // until `replication resync` here.
+        if self.replication.get(&name).is_ok_and(|rel| rel.pull) {
+            self.replication.update(&name, |x| {
+                x.broken = true;
+                Ok(())
+            })?;
+        }
         if self.replication.set_broken_here(
             &name,
             Some(BrokenHere {
@@ -523,23 +540,18 @@ impl Daemon {
         let (sources, target_addr, target_fs) = if pull {
             let (addr, fs) = relationship::parse_target(&source_arg)
                 .map_err(|e| format!("--pull: the source is on the other appliance: {e}"))?;
-            (vec![fs], addr, target_arg)
+            (split_sources(&fs), addr, target_arg)
         } else {
-            let sources: Vec<String> = source_arg
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .collect();
             let (addr, fs) = relationship::parse_target(&target_arg)?;
-            (sources, addr, fs)
+            (split_sources(&source_arg), addr, fs)
         };
         for s in &sources {
             validate_dataset_name(s)?;
         }
         validate_dataset_name(&target_fs)?;
+        // Pulled, the set and its server's socket are on the source
+        // appliance, whose cycles take the `mysql snapshot`.
         let mysql = match a.opt_str("mysql_socket")? {
-            Some(_) if pull => {
-                return Err("a MySQL set cannot be pulled yet: create the relationship on the source appliance".into())
-            }
             Some(socket) if socket.starts_with('/') => Some(MysqlSet {
                 members: sources.clone(),
                 socket,
@@ -658,22 +670,7 @@ impl Daemon {
         };
         // The holds of the relationship go with it (on this side; the target's
         // go when the target side is destroyed or resynced).
-        let mut locals = vec![if rel.pull {
-            rel.target_fs.clone()
-        } else {
-            rel.source.clone()
-        }];
-        if rel.recursive {
-            locals.extend(
-                rel.status
-                    .members
-                    .iter()
-                    .filter(|m| !m.gone)
-                    .map(|m| if rel.pull { &m.target } else { &m.source }.clone()),
-            );
-            locals.dedup();
-        }
-        for local in &locals {
+        for local in &local_datasets(&rel, !rel.pull) {
             if let Ok(store) = self.ds_store(local) {
                 if store.dataset(local).is_ok() {
                     self.release_holds(&store, local, &hold_tag(name), None)?;
@@ -689,6 +686,12 @@ impl Daemon {
         super::log(format!("replication: destroyed relationship '{name}'"));
         Ok(Value::Null)
     }
+}
+
+/// The datasets of `--source`: one, or the members of a MySQL set
+/// (`DATAFS,LOGFS`).
+fn split_sources(arg: &str) -> Vec<String> {
+    arg.split(',').map(|s| s.trim().to_string()).collect()
 }
 
 /// One row of `list`: relationship `rel` as this side sees it; `role` is
@@ -782,4 +785,27 @@ fn no_such_relationship(name: &str) -> String {
         cachalot_datasets::ErrorKind::NotFound,
         format!("replication relationship '{name}' does not exist"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Replication;
+
+    #[test]
+    fn a_peer_pairing_back_keeps_the_address_we_dial_it_at() {
+        let dir = std::env::temp_dir().join(format!("cachalot-repl-pin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let r = Replication::open(&dir).unwrap();
+        let addr = "10.0.0.2:7480";
+        r.pin("k1", Some(addr)).unwrap();
+        // The peer pairs with our listener too (to pull from us).
+        r.pin("k1", None).unwrap();
+        assert_eq!(r.pinned_for(addr).as_deref(), Some("k1"));
+        // A new key at that address replaces the old one, durably.
+        r.pin("k2", Some(addr)).unwrap();
+        assert!(!r.is_pinned("k1"));
+        let again = Replication::open(&dir).unwrap();
+        assert_eq!(again.pinned_for(addr).as_deref(), Some("k2"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

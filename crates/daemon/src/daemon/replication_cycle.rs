@@ -29,6 +29,7 @@
 
 use super::replication::{hold_tag, now};
 use super::replication_mysql::send_mysql_record;
+use super::replication_reverse::plan_rollback;
 use super::replication_tree::{gone_messages, member_error, record_members, Progress};
 use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_datasets::resume::ResumeToken;
@@ -294,7 +295,13 @@ impl Daemon {
             Ok(x.clone())
         })?;
         log(format!("replication {name}: broken off"));
-        Ok(json!({ "target": rel.target(), "last_snapshot": rel.status.last_snapshot }))
+        // A pull's target is here.
+        let target = if rel.pull {
+            rel.target_fs.clone()
+        } else {
+            rel.target()
+        };
+        Ok(json!({ "target": target, "last_snapshot": rel.status.last_snapshot }))
     }
 
     /// `replication resync NAME [-f]`: roll the target back to the newest
@@ -305,8 +312,10 @@ impl Daemon {
         let lock = self.replication.cycle_lock(name);
         let _cycle = lock.lock();
         let rel = self.replication.get(name)?;
+        if rel.pull {
+            return self.resync_pull(&rel, force);
+        }
         let ctx = |e: String| format!("replication {name}: {e}");
-        super::replication_pull::refuse_pull(&rel, "resync").map_err(ctx)?;
         let mut link = self.connect_peer(&rel.target_addr).map_err(ctx)?;
         // Every leg is checked before any is rolled back.
         let mut plans = Vec::new();
@@ -538,10 +547,10 @@ fn resync_plan(
     leg: &Relationship,
 ) -> Result<(String, Option<String>, Vec<String>), String> {
     let tfs = &leg.target_fs;
-    let st = link.request(&json!({ "op": "state", "fs": tfs }))?;
-    let mut lost = Vec::new();
+    // Synced there first, so that its latest writes are counted.
+    let st = link.request(&json!({ "op": "state", "fs": tfs, "sync": true }))?;
     if !st["exists"].as_bool().unwrap_or(false) {
-        return Ok((tfs.clone(), None, lost));
+        return Ok((tfs.clone(), None, Vec::new()));
     }
     let src: Vec<u64> = store
         .snapshot_names(&leg.source)
@@ -549,27 +558,12 @@ fn resync_plan(
         .iter()
         .filter_map(|n| store.snapshot_guid(&format!("{}@{n}", leg.source)).ok())
         .collect();
-    let mut common = None;
-    for s in st["snapshots"].as_array().into_iter().flatten() {
-        let n = s["name"].as_str().unwrap_or("?");
-        if src.contains(&s["guid"].as_u64().unwrap_or(0)) {
-            common = Some(n.to_string());
-            lost.clear();
-        } else {
-            lost.push(format!("{tfs}@{n}"));
-        }
-    }
-    let Some(c) = &common else {
+    let (common, lost) = plan_rollback(tfs, &st, |g| src.contains(&g));
+    if common.is_none() {
         return Err(format!(
             "target {} has no snapshot in common with '{}': nothing to roll back to; destroy the target filesystem to start over",
             leg.target(),
             leg.source
-        ));
-    };
-    let written = st["written"].as_u64().unwrap_or(0);
-    if written > 0 {
-        lost.push(format!(
-            "{written} bytes written to {tfs} since '{tfs}@{c}'"
         ));
     }
     Ok((tfs.clone(), common, lost))

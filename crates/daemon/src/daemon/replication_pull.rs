@@ -28,11 +28,11 @@
 
 use super::replication::{hold_tag, list_row, now};
 use super::replication_cycle::Report;
-use super::replication_serve::snapshot_time;
-use super::replication_tree::{record_members, Progress};
+use super::replication_serve::{snapshot_time, PullScope};
+use super::replication_tree::{local_datasets, record_members, Progress};
 use super::{guarded, log, se, Daemon, OpResult};
 use cachalot_replication::link::Link;
-use cachalot_replication::relationship::{self, Relationship, Status};
+use cachalot_replication::relationship::{self, MysqlSet, Relationship, Status};
 use cachalot_replication::retention;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -49,10 +49,16 @@ pub(super) struct PulledBy {
 
 impl PulledBy {
     /// A pull of `name` served here is one relationship: refused if this
-    /// request comes from another filesystem, into another target or with
-    /// another peer's key.
-    fn check_same(&self, name: &str, fs: &str, target_fs: &str, fp: &str) -> Result<(), String> {
-        if self.rel.source != fs || self.rel.target_fs != target_fs || self.peer_key != fp {
+    /// request (`rel`) comes from another filesystem or MySQL set, into
+    /// another target or with another peer's key.
+    fn check_same(&self, rel: &Relationship, fp: &str) -> Result<(), String> {
+        let name = &rel.name;
+        let members = |r: &Relationship| r.mysql.as_ref().map(|m| m.members.clone());
+        if self.rel.source != rel.source
+            || self.rel.target_fs != rel.target_fs
+            || members(&self.rel) != members(rel)
+            || self.peer_key != fp
+        {
             return Err(format!(
                 "this appliance serves a pull of that name already ('{}' to {}/{}): `cachalot replication destroy {name}` on the source forgets it and releases its hold",
                 self.rel.source, self.rel.target_addr, self.rel.target_fs
@@ -60,17 +66,6 @@ impl PulledBy {
         }
         Ok(())
     }
-}
-
-/// `resync` and `reverse` of a pull relationship are not there yet: they
-/// would act on the wrong side (they drive the peer as the target).
-pub(super) fn refuse_pull(rel: &Relationship, what: &str) -> Result<(), String> {
-    if rel.pull {
-        return Err(format!(
-            "{what} of a pull relationship is not supported yet: destroy it and the target filesystem to start over, or create a push relationship on the source"
-        ));
-    }
-    Ok(())
 }
 
 impl Daemon {
@@ -92,9 +87,11 @@ impl Daemon {
             "bwlimit": rel.bwlimit,
             "schedule": rel.schedule,
             "recursive": rel.recursive,
+            // A MySQL set: its members and server on the source.
+            "mysql": rel.mysql,
         }))?;
-        let pulling = Some((rel.target_fs.as_str(), rel.recursive));
-        let done = self.serve_requests(&mut link, &rel.target_addr, &fp, true, pulling)?;
+        let scope = PullScope::of(rel);
+        let done = self.serve_requests(&mut link, &rel.target_addr, &fp, true, Some(&scope))?;
         *progress = Progress::from_json(&done["progress"]);
         if let Some(e) = done["error"].as_str() {
             return Err(e.to_string());
@@ -191,7 +188,7 @@ impl Daemon {
         // different peers both pass `pull_request`'s check before either is
         // recorded, and the second must not take over the first's entry.
         if let Some(p) = list.get(&rel.name) {
-            p.check_same(&rel.name, &rel.source, &rel.target_fs, fp)?;
+            p.check_same(rel, fp)?;
         }
         let mut next = list.clone();
         let status = next
@@ -233,12 +230,9 @@ impl Daemon {
         let p = self.replication.pulled_by.lock().get(name).cloned()?;
         let fs = &p.rel.source;
         let release = || -> Result<(), String> {
-            // A recursive pull holds a snapshot of each member still there.
-            let mut held = vec![fs];
-            let members = p.rel.status.members.iter().filter(|m| !m.gone);
-            held.extend(members.map(|m| &m.source));
-            held.dedup();
-            for local in held {
+            // A MySQL set, or a recursive pull, holds a snapshot of each
+            // member still there.
+            for local in &local_datasets(&p.rel, true) {
                 let store = self.ds_store(local)?;
                 if store.dataset(local).is_ok() {
                     self.release_holds(&store, local, &hold_tag(name), None)?;
@@ -303,16 +297,17 @@ impl Daemon {
                 push.target()
             ));
         }
-        // The members recorded so far (a recursive pull's gone ones are told).
-        let mut status = Status::default();
-        if let Some(p) = self.replication.pulled_by.lock().get(name) {
-            p.check_same(name, &fs, &target_fs, fp)?;
-            status = p.rel.status.clone();
+        let recursive = req["recursive"].as_bool().unwrap_or(false);
+        let mysql = pulled_set(req, &fs, &target_fs)?;
+        if recursive && mysql.is_some() {
+            return Err("-r cannot be combined with a MySQL set".into());
         }
-        self.ds_store(&fs)?
-            .dataset(&fs)
-            .map_err(|e| format!("source {}", se(e)))?;
-        Ok(Relationship {
+        for member in mysql.as_ref().map_or(&vec![fs.clone()], |m| &m.members) {
+            self.ds_store(member)?
+                .dataset(member)
+                .map_err(|e| format!("source {}", se(e)))?;
+        }
+        let mut rel = Relationship {
             name: name.to_string(),
             source: fs,
             // The peer's address in messages ("target HOST/FS"), without
@@ -325,10 +320,45 @@ impl Daemon {
             bwlimit: req["bwlimit"].as_u64().filter(|&b| b > 0),
             paused: false,
             broken: false,
-            status,
-            mysql: None,
+            status: Status::default(),
+            mysql,
             pull: false,
-            recursive: req["recursive"].as_bool().unwrap_or(false),
-        })
+            recursive,
+        };
+        // The members recorded so far (a recursive pull's gone ones are told).
+        if let Some(p) = self.replication.pulled_by.lock().get(name) {
+            p.check_same(&rel, fp)?;
+            rel.status = p.rel.status.clone();
+        }
+        Ok(rel)
     }
+}
+
+/// The MySQL set of a `pull` request, if it pulls one: its members on this
+/// side (the first is `fs`), each going next to `target_fs`, and the socket
+/// of their server here (its `mysql snapshot` then checks that the server's
+/// files are on those members: a peer cannot quiesce another server).
+fn pulled_set(req: &Value, fs: &str, target_fs: &str) -> Result<Option<MysqlSet>, String> {
+    if req["mysql"].is_null() {
+        return Ok(None);
+    }
+    let m: MysqlSet = serde_json::from_value(req["mysql"].clone())
+        .map_err(|e| format!("request with a bad 'mysql': {e}"))?;
+    for member in &m.members {
+        crate::proto::validate_dataset_name(member)?;
+    }
+    if m.members.first().map(String::as_str) != Some(fs) {
+        return Err(format!(
+            "the MySQL set {} does not start with the pulled filesystem '{fs}'",
+            m.members.join(",")
+        ));
+    }
+    if !m.socket.starts_with('/') || m.user.is_empty() {
+        return Err(format!(
+            "MySQL socket '{:.200}' must be an absolute path, with a user",
+            m.socket
+        ));
+    }
+    relationship::member_targets(&m.members, target_fs)?;
+    Ok(Some(m))
 }

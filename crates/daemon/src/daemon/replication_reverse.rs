@@ -42,7 +42,7 @@ use std::sync::Arc;
 /// What rolling `fs` back to a common snapshot destroys: the newest snapshot
 /// of `fs` for which `is_common(guid)` holds, and the snapshots newer than it
 /// plus the bytes written since, listed by name.
-fn rollback_plan(
+pub(super) fn rollback_plan(
     store: &Store,
     fs: &str,
     is_common: impl Fn(u64) -> bool,
@@ -51,7 +51,16 @@ fn rollback_plan(
     // rollback would destroy (found in the test: an unsynced write was
     // not listed).
     store.sync().map_err(se)?;
-    let ours = fs_state(store, fs)?;
+    Ok(plan_rollback(fs, &fs_state(store, fs)?, is_common))
+}
+
+/// `rollback_plan` of `fs` as its state answer `ours` (`fs_state`, here or
+/// on a peer) shows it.
+pub(super) fn plan_rollback(
+    fs: &str,
+    ours: &Value,
+    is_common: impl Fn(u64) -> bool,
+) -> (Option<String>, Vec<String>) {
     let mut common = None;
     let mut lost = Vec::new();
     for s in ours["snapshots"].as_array().into_iter().flatten() {
@@ -67,28 +76,56 @@ fn rollback_plan(
     if let (Some(c), true) = (&common, written > 0) {
         lost.push(format!("{written} bytes written to {fs} since '{fs}@{c}'"));
     }
-    Ok((common, lost))
+    (common, lost)
 }
 
-/// One dataset of this side to roll back before the reverse.
-struct Rollback {
-    store: Arc<Store>,
-    fs: String,
-    common: String,
-    lost: Vec<String>,
+/// A failover set `live` (clones on the appliance `on`: "here" or "on
+/// HOST:PORT") replicated back to `first` must land on the set's members
+/// `theirs`, in order (the reversed cycles send each member next to the
+/// first, by name).
+pub(super) fn check_set_lands(
+    live: &[String],
+    on: &str,
+    first: &str,
+    theirs: &[String],
+) -> Result<(), String> {
+    let back = relationship::member_targets(live, first)?;
+    if back.iter().map(|(_, t)| t).ne(theirs.iter()) {
+        let to: Vec<&str> = back.iter().map(|(_, t)| t.as_str()).collect();
+        return Err(format!(
+            "the failover set {} {on} would replicate back to {}, not to the set's members {}: create a relationship instead",
+            live.join(","),
+            to.join(","),
+            theirs.join(",")
+        ));
+    }
+    Ok(())
+}
+
+/// One dataset of this side to roll back (reverse, or a pull's resync).
+pub(super) struct Rollback {
+    pub store: Arc<Store>,
+    pub fs: String,
+    pub common: String,
+    pub lost: Vec<String>,
 }
 
 impl Daemon {
-    pub(super) fn repl_reverse(&self, name: &str, address: &str, force: bool) -> OpResult {
+    pub(super) fn repl_reverse(&self, name: &str, address: Option<&str>, force: bool) -> OpResult {
         let r = &self.replication;
         let lock = r.cycle_lock(name);
         let _cycle = lock.lock();
         let rel = r.get(name)?;
         let ctx = |e: String| format!("replication {name}: {e}");
-        super::replication_pull::refuse_pull(&rel, "reverse").map_err(ctx)?;
         if rel.recursive {
             return Err(ctx("reverse of a recursive relationship is not supported yet: create a recursive relationship on this side's target toward this appliance".into()));
         }
+        if rel.pull {
+            return self.reverse_pull(&rel, address, force);
+        }
+        let address = address.ok_or_else(|| {
+            ctx("reverse needs --address HOST:PORT: this appliance's replication listener as the target reaches it".into())
+        })?;
         // ADDR is how B reaches this appliance's replication listener.
         relationship::parse_target(&format!("{address}/{}", rel.source)).map_err(|_| {
             ctx(format!(
@@ -200,18 +237,8 @@ impl Daemon {
         let (live, guids) = self.failover_members(link, &rel.name)?;
         // The reversed relationship sends B's members next to this side's
         // first one, by name: they must land on this set's members.
-        let back = relationship::member_targets(&live, &rel.source)?;
-        if back.iter().map(|(_, t)| t).ne(m.members.iter()) {
-            let to: Vec<&str> = back.iter().map(|(_, t)| t.as_str()).collect();
-            return Err(format!(
-                "the failover set {} on {} would replicate back to {}, not to this set's members {}: create a relationship on {} instead",
-                live.join(","),
-                rel.target_addr,
-                to.join(","),
-                m.members.join(","),
-                rel.target_addr
-            ));
-        }
+        let on = format!("on {}", rel.target_addr);
+        check_set_lands(&live, &on, &rel.source, &m.members)?;
         let mut plan = Vec::new();
         for ((fs, origin), clone) in m.members.iter().zip(&guids).zip(&live) {
             let store = self.ds_store(fs)?;
@@ -373,7 +400,7 @@ impl Daemon {
 
     /// Promote failover clone `fs` (unless a retried reverse already did), so
     /// that it owns snapshot `common`, the base of the reversed cycles.
-    fn promote_for_reverse(&self, fs: &str, common: &str) -> Result<(), String> {
+    pub(super) fn promote_for_reverse(&self, fs: &str, common: &str) -> Result<(), String> {
         let store = self.ds_store(fs)?;
         let full = format!("{fs}@{common}");
         if store.snapshot_guid(&full).is_err() {

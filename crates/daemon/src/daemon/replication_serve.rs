@@ -10,7 +10,8 @@
 //! snapshot: `replication_mysql.rs`), `resume_here {name}` (resync of a relationship
 //! broken off here by `mysql failover`), `rollback {fs, snap}` (resync: destroys the newer snapshots; only
 //! to a snapshot a relationship holds), `failover_set {name}` and `adopt`
-//! (`replication reverse`: `replication_reverse.rs`). An unpaired
+//! (`replication reverse`: `replication_reverse.rs`), `pull_reversed {name}`
+//! (the puller reversed a pull served here: `replication_pull_failback.rs`). An unpaired
 //! peer may only `pair {proof}`.
 //!
 //! Invariants:
@@ -29,7 +30,7 @@ use super::{guarded, log, se, Daemon};
 use crate::proto::validate_dataset_name;
 use cachalot_datasets::{ReceiveOpts, Store, StoreError};
 use cachalot_replication::link::Link;
-use cachalot_replication::relationship::snapshot_prefix;
+use cachalot_replication::relationship::{snapshot_prefix, Relationship};
 use cachalot_replication::tls::{self, TlsStream};
 use cachalot_replication::{pair, retention};
 use serde_json::{json, Value};
@@ -59,6 +60,36 @@ pub(super) fn fs_state(store: &Store, fs: &str) -> Result<Value, String> {
         "token": store.resume_token(fs),
         "written": written,
     }))
+}
+
+/// What the source of a pull this side started may act on, as it drives the
+/// cycle over the link this side opened: the target filesystems of the
+/// relationship's legs (for a recursive pull, those under its target too),
+/// with the requests a cycle makes (a MySQL set's record too).
+pub(super) struct PullScope {
+    targets: Vec<String>,
+    recursive: bool,
+    mysql: bool,
+}
+
+impl PullScope {
+    pub(super) fn of(rel: &Relationship) -> PullScope {
+        PullScope {
+            targets: rel.pairs().into_iter().map(|(_, t)| t).collect(),
+            recursive: rel.recursive,
+            mysql: rel.mysql.is_some(),
+        }
+    }
+
+    fn allows(&self, op: &str, asked: &str) -> bool {
+        let cycle_op = ["state", "receive", "abort", "hold", "prune"].contains(&op)
+            || (self.mysql && op == "mysql_record");
+        cycle_op
+            && self
+                .targets
+                .iter()
+                .any(|t| in_pull(t, self.recursive, asked))
+    }
 }
 
 /// May the source of a pull into `fs` act on `asked`? Only on `fs`, or for
@@ -240,18 +271,17 @@ impl Daemon {
     }
 
     /// Answer the peer's requests on `link` until it hangs up or a request
-    /// ends the conversation. `pulling`: the target FS of a pull cycle this
-    /// side started (and whether the pull is recursive: then the members
-    /// under it too): the source drives it over this link, may only use what
-    /// a cycle needs on that FS, and ends with `pull_done`, which is returned
-    /// whether it tells a success or an error (Err: the link failed).
+    /// ends the conversation. `pulling`: what the source of a pull cycle this
+    /// side started may act on: it drives the cycle over this link, may only
+    /// use what a cycle needs there, and ends with `pull_done`, which is
+    /// returned whether it tells a success or an error (Err: the link failed).
     pub(super) fn serve_requests(
         &self,
         link: &mut Link,
         from: &str,
         fp: &str,
         mut paired: bool,
-        pulling: Option<(&str, bool)>,
+        pulling: Option<&PullScope>,
     ) -> Result<Value, String> {
         let ended = || format!("{from} ended the conversation");
         let Ok(id) = self.replication.identity() else {
@@ -267,18 +297,16 @@ impl Daemon {
                 }
             };
             let op = req["op"].as_str().unwrap_or("").to_string();
-            if let Some((fs, recursive)) = pulling {
+            if let Some(scope) = pulling {
                 if op == "pull_done" {
                     let _ = link.reply(&Value::Null);
                     return Ok(req);
                 }
-                let asked = req["fs"].as_str().unwrap_or("");
-                let allowed = ["state", "receive", "abort", "hold", "prune"].contains(&op.as_str())
-                    && in_pull(fs, recursive, asked);
-                if !allowed {
+                if !scope.allows(&op, req["fs"].as_str().unwrap_or("")) {
                     let e = format!(
-                        "{from} asked for '{op:.40}' on {:.200} during a pull into '{fs}': refused",
-                        req["fs"]
+                        "{from} asked for '{op:.40}' on {:.200} during a pull into '{}': refused",
+                        req["fs"],
+                        scope.targets.join(",")
                     );
                     let _ = link.error(&e);
                     return Err(e);
@@ -326,6 +354,8 @@ impl Daemon {
             } else if op == "adopt" {
                 // `reverse` from the peer: it needs the peer's key.
                 guarded("replication", || self.answer_adopt(&req, fp))
+            } else if op == "pull_reversed" {
+                guarded("replication", || self.answer_pull_reversed(&req, fp))
             } else {
                 guarded("replication", || self.serve_request(&op, &req))
             };
@@ -374,7 +404,13 @@ impl Daemon {
                 if let Some(rel) = req["name"].as_str() {
                     self.replication.check_not_broken_here(rel)?;
                 }
-                fs_state(&*self.ds_store(&fs)?, &fs)
+                let store = self.ds_store(&fs)?;
+                // Resync and reverse plan a rollback: what it would destroy
+                // must count the latest writes.
+                if req["sync"].as_bool() == Some(true) {
+                    store.sync().map_err(se)?;
+                }
+                fs_state(&store, &fs)
             }
             "abort" => {
                 let fs = Self::fs_arg(req, "fs")?;

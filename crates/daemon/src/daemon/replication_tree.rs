@@ -87,6 +87,29 @@ impl Daemon {
     }
 }
 
+/// (source, target filesystem) of every leg of `rel` known without listing
+/// the source: each member of a MySQL set, each member of a recursive
+/// relationship seen by a cycle and still on the source.
+pub(super) fn known_pairs(rel: &Relationship) -> Vec<(String, String)> {
+    let mut pairs = rel.pairs();
+    if rel.recursive {
+        let members = rel.status.members.iter().filter(|m| !m.gone);
+        pairs.extend(members.map(|m| (m.source.clone(), m.target.clone())));
+        pairs.sort();
+        pairs.dedup();
+    }
+    pairs
+}
+
+/// The datasets of `rel` on one side (the sources with `source_side`, else
+/// the targets), where its holds are.
+pub(super) fn local_datasets(rel: &Relationship, source_side: bool) -> Vec<String> {
+    let pairs = known_pairs(rel).into_iter();
+    pairs
+        .map(|(s, t)| if source_side { s } else { t })
+        .collect()
+}
+
 /// "member 'FS': E" for a member of a recursive relationship (errors name
 /// the dataset they are about); other relationships' errors already do.
 pub(super) fn member_error(rel: &Relationship, member: &str, e: String) -> String {
