@@ -32,6 +32,11 @@ wait_resilver() { # [POOL]
     fail "resilver did not finish in 60 s: $st"
 }
 
+# The refusal of a third replacement (below) needs the first two still
+# resilvering: unthrottled, 48 MiB rebuild in well under a second and on a
+# loaded machine the third `pool replace` came after it (a flake). At 8 MiB/s
+# each resilver here lasts several seconds; wait_resilver allows 60.
+export CACHALOT_SCAN_RATE=$((8 * 1024 * 1024))
 start_daemon
 
 assert_fails "$C" debug inject --clear
