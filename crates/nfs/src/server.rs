@@ -31,7 +31,7 @@ use crate::portmap::{self, PortMap};
 use crate::queue::Queue;
 use crate::rpc::{self, BadCall, Call, RpcError, PROG_MOUNT, PROG_NFS, PROG_PORTMAP};
 use crate::stats::Stats;
-use crate::xdr::Reader;
+use crate::xdr::{pad, Reader};
 use cachalot_datasets::Payload;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{HashMap, VecDeque};
@@ -278,11 +278,6 @@ impl<R: Read> Read for Unbuffered<'_, R> {
         self.left -= n;
         Ok(n)
     }
-}
-
-/// The XDR padding after `n` bytes of opaque data.
-fn pad(n: usize) -> usize {
-    (4 - n % 4) % 4
 }
 
 /// Where a WRITE call's data is (see [`write_data_at`]).

@@ -14,7 +14,8 @@ pub struct XdrError;
 
 pub type XResult<T> = Result<T, XdrError>;
 
-fn pad(n: usize) -> usize {
+/// The XDR padding after `n` bytes of opaque data.
+pub(crate) fn pad(n: usize) -> usize {
     (4 - n % 4) % 4
 }
 

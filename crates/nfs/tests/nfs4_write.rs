@@ -134,6 +134,19 @@ fn a_retried_write_read_apart_replays_its_reply() {
     write_op(&mut other, &sid, 4096, &data);
     let rep = Session4::raw(&mut s.c, &other, 1).unwrap();
     assert_eq!(rep.status, NFS4ERR_SEQ_FALSE_RETRY);
+    // So is one at the same offset with other data, or with more of it: the
+    // data read apart is part of what tells a retry from a false one (its
+    // first and last 512 bytes and its length, as for the record).
+    let mut changed = data.clone();
+    changed[0] ^= 0xff;
+    let longer = pattern(96 << 10, 1);
+    for d in [&changed, &longer] {
+        let mut other = on_slot(&s, 1);
+        other.op(OP_PUTFH).opaque(&fh);
+        write_op(&mut other, &sid, 0, d);
+        let rep = Session4::raw(&mut s.c, &other, 1).unwrap();
+        assert_eq!(rep.status, NFS4ERR_SEQ_FALSE_RETRY, "{} bytes", d.len());
+    }
     s.seq[1] += 1;
     assert_eq!(read_back(&mut s, sid, &fh, data.len()), data);
 }

@@ -73,16 +73,30 @@ pub struct Compound<'c, 'a> {
 /// holds SEQUENCE, PUTFH and a WRITE's arguments but its data (about 250
 /// bytes), the tail what follows the data, so a retry of other operations,
 /// offsets or files is still caught; a COMPOUND of up to 1 KiB, most that
-/// carry no data, is hashed whole.
-fn args_hash(b: &[u8]) -> u64 {
+/// carry no data, is hashed whole. A WRITE's data read apart (`apart`, not
+/// in `b`) is sampled the same way, so a false retry with other data or
+/// another length is caught as it was before the data was read apart.
+fn args_hash(b: &[u8], apart: Option<&Payload<'_>>) -> u64 {
     const SAMPLE: usize = 512;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    b.len().hash(&mut h);
-    if b.len() <= 2 * SAMPLE {
-        b.hash(&mut h);
-    } else {
-        b[..SAMPLE].hash(&mut h);
-        b[b.len() - SAMPLE..].hash(&mut h);
+    let mut sample = |b: &[u8]| {
+        b.len().hash(&mut h);
+        if b.len() <= 2 * SAMPLE {
+            b.hash(&mut h);
+        } else {
+            b[..SAMPLE].hash(&mut h);
+            b[b.len() - SAMPLE..].hash(&mut h);
+        }
+    };
+    sample(b);
+    if let Some(p) = apart {
+        let n = p.len();
+        let mut ends = vec![0u8; n.min(2 * SAMPLE)];
+        let head = ends.len().min(SAMPLE);
+        p.copy_to(0, &mut ends[..head]);
+        p.copy_to(n - (ends.len() - head), &mut ends[head..]);
+        sample(&ends);
+        n.hash(&mut h);
     }
     h.finish()
 }
@@ -165,7 +179,7 @@ pub fn compound(
         let st_op = if i > 0 {
             c.later(opnum, op, limit, &mut res, at)
         } else if let Op::Sequence(a) = op {
-            match st.sequence(&a, nops, args_hash(args), start) {
+            match st.sequence(&a, nops, args_hash(args, c.apart.as_ref()), start) {
                 SeqOutcome::Replay(reply) => return Ok(reply.to_vec()),
                 SeqOutcome::Err(e) => e,
                 SeqOutcome::New(g, sr) => {
