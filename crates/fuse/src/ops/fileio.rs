@@ -56,7 +56,9 @@ impl FuseFs {
         }
         match r {
             // One piece (a read within one record, InnoDB's page reads): the
-            // reply goes out from the record itself, with no copy.
+            // reply goes out from it with no further copy. (Only a read of a
+            // whole record shares the record itself; a part of one was
+            // copied once by `read_payload`.)
             Ok(d) => {
                 let mut pieces = d.slices();
                 match (pieces.next(), pieces.next()) {
