@@ -334,7 +334,7 @@ impl Daemon {
         }
         for (fs, common, leg_lost) in &plans {
             if let (Some(c), false) = (common, leg_lost.is_empty()) {
-                link.request(&json!({ "op": "rollback", "fs": fs, "snap": c }))
+                link.request(&json!({ "op": "rollback", "name": name, "fs": fs, "snap": c }))
                     .map_err(ctx)?;
             }
         }

@@ -182,7 +182,7 @@ impl Daemon {
             )));
         }
         for p in plans.iter().filter(|p| !p.lost.is_empty()) {
-            link.request(&json!({ "op": "rollback", "fs": p.fs, "snap": p.common }))
+            link.request(&json!({ "op": "rollback", "name": name, "fs": p.fs, "snap": p.common }))
                 .map_err(ctx)?;
             log(format!(
                 "replication {name}: rolled {}/{} back to '{}' for reverse (lost: {})",

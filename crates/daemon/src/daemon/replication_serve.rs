@@ -356,6 +356,8 @@ impl Daemon {
                 guarded("replication", || self.answer_adopt(&req, fp))
             } else if op == "pull_reversed" {
                 guarded("replication", || self.answer_pull_reversed(&req, fp))
+            } else if op == "rollback" {
+                guarded("replication", || self.answer_rollback(&req, fp))
             } else {
                 guarded("replication", || self.serve_request(&op, &req))
             };
@@ -394,6 +396,48 @@ impl Daemon {
             .ok_or_else(|| format!("request without '{key}'"))?;
         validate_dataset_name(fs)?;
         Ok(fs.to_string())
+    }
+
+    /// `rollback {name, fs, snap}` from a peer's resync or reverse: roll `fs`
+    /// back to `snap`, destroying what is newer. Only for relationship
+    /// `name`, whose common snapshot `snap` must be (its hold `repl:NAME`),
+    /// and only from the peer that relationship belongs to: a pull served
+    /// here names the puller's key; a relationship kept here is run from here,
+    /// so a peer never rolls back its datasets. (A push target keeps no record
+    /// of its source's key: there the hold is what scopes the request, and
+    /// what it can lose is a replica the source can send again.) Without
+    /// these checks any paired peer could roll back any held snapshot.
+    fn answer_rollback(&self, req: &Value, peer_fp: &str) -> Result<Value, String> {
+        let name = req["name"].as_str().ok_or("request without 'name'")?;
+        cachalot_replication::relationship::check_name(name)?;
+        let fs = Self::fs_arg(req, "fs")?;
+        let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
+        let full = format!("{fs}@{snap}");
+        super::snapshots::split_snapshot_name(&full)?;
+        let refuse = |why: &str| {
+            Err(format!(
+                "rollback of '{fs}' to '{full}' for relationship '{name}' refused: {why}"
+            ))
+        };
+        if let Some(p) = self.replication.pulled_by.lock().get(name) {
+            if p.peer_key != peer_fp {
+                return refuse("the pull is another peer's");
+            }
+        } else if self.replication.get(name).is_ok() {
+            return refuse("the relationship runs here, not on the peer");
+        }
+        let store = self.ds_store(&fs)?;
+        let tag = super::replication::hold_tag(name);
+        if !store.holds(&full).map_err(se)?.contains(&tag) {
+            return refuse(&format!(
+                "'{full}' is not its common snapshot (no hold {tag})"
+            ));
+        }
+        store.rollback(&full, true).map_err(se)?;
+        log(format!(
+            "replication {name}: rolled '{fs}' back to '{full}' for the peer's resync or reverse"
+        ));
+        Ok(Value::Null)
     }
 
     fn serve_request(&self, op: &str, req: &Value) -> Result<Value, String> {
@@ -452,31 +496,6 @@ impl Daemon {
                 let rel = req["name"].as_str().ok_or("request without 'name'")?;
                 self.replication.check_not_broken_here(rel)?;
                 self.serve_mysql_record(&fs, req)
-            }
-            "rollback" => {
-                let fs = Self::fs_arg(req, "fs")?;
-                let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
-                let full = format!("{fs}@{snap}");
-                super::snapshots::split_snapshot_name(&full)?;
-                let store = self.ds_store(&fs)?;
-                // Only a relationship's common snapshot (held by it) may be
-                // rolled back to: a peer cannot roll back other datasets.
-                if !store
-                    .holds(&full)
-                    .map_err(se)?
-                    .iter()
-                    .any(|t| t.starts_with("repl:"))
-                {
-                    return Err(format!(
-                        "'{full}' is not the common snapshot of a replication relationship: refusing to roll back to it"
-                    ));
-                }
-                store.rollback(&full, true).map_err(se)?;
-
-                log(format!(
-                    "replication: rolled '{fs}' back to '{full}' (resync)"
-                ));
-                Ok(Value::Null)
             }
             _ => Err(format!("unknown replication request '{op:.40}'")),
         }
@@ -538,6 +557,81 @@ fn failed_cycle_leftovers(mut snaps: Vec<(String, u64, bool)>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::failed_cycle_leftovers;
+    use crate::daemon::replication_pull::PulledBy;
+    use crate::daemon::Daemon;
+    use crate::proto::Request;
+    use cachalot_replication::relationship::Relationship;
+    use serde_json::{json, Value};
+
+    fn call(d: &Daemon, op: &str, args: Value) -> Value {
+        d.handle(&Request::new(op, args)).into_result().unwrap()
+    }
+
+    fn rel(name: &str) -> Relationship {
+        serde_json::from_value(json!({"name": name, "source": "tank/fs",
+            "target_addr": "10.0.0.2:7878", "target_fs": "tank/copy",
+            "schedule": 60, "keep": ""}))
+        .unwrap()
+    }
+
+    /// A peer's rollback reaches only relationship NAME's common snapshot
+    /// (hold repl:NAME), only from the peer of a pull served here, and never
+    /// a relationship run here; a refusal destroys nothing.
+    #[test]
+    fn a_peer_rolls_back_only_its_own_relationships_common_snapshot() {
+        let home = std::env::temp_dir().join(format!("cachalot-rollback-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        let d = Daemon::open(&home, 64 << 20).unwrap();
+        let img = home.join("d0.img").to_string_lossy().to_string();
+        call(
+            &d,
+            "pool.create",
+            json!({"name": "tank", "vdevs": [img], "size": "64M"}),
+        );
+        call(&d, "ds.create", json!({"name": "tank/fs"}));
+        let store = d.ds_store("tank/fs").unwrap();
+        let snap = |n: &str| {
+            store.snapshot(&[format!("tank/fs@{n}")]).unwrap();
+        };
+        snap("a");
+        store.hold("tank/fs@a", "repl:r1").unwrap();
+        let names = || store.snapshot_names("tank/fs").unwrap().len();
+        let ask = |name: Option<&str>, fp: &str| {
+            let mut req = json!({"op": "rollback", "fs": "tank/fs", "snap": "a"});
+            if let Some(n) = name {
+                req["name"] = json!(n);
+            }
+            d.answer_rollback(&req, fp)
+        };
+        snap("b");
+        for (name, why) in [(None, "without 'name'"), (Some("r2"), "no hold repl:r2")] {
+            let e = ask(name, "K1").unwrap_err();
+            assert!(e.contains(why), "{e}");
+            assert_eq!(names(), 2, "a refused rollback destroyed a snapshot");
+        }
+        // A pull served here: only its puller's key.
+        d.replication.pulled_by.lock().insert(
+            "r1".into(),
+            PulledBy {
+                rel: rel("r1"),
+                peer_key: "K1".into(),
+            },
+        );
+        let e = ask(Some("r1"), "K2").unwrap_err();
+        assert!(e.contains("another peer's"), "{e}");
+        assert_eq!(names(), 2);
+        ask(Some("r1"), "K1").unwrap();
+        assert_eq!(names(), 1, "the puller's rollback did not roll back");
+        d.replication.pulled_by.lock().clear();
+        // A relationship run here: never from a peer.
+        snap("c");
+        d.replication.insert(rel("r1")).unwrap();
+        let e = ask(Some("r1"), "K1").unwrap_err();
+        assert!(e.contains("runs here"), "{e}");
+        assert_eq!(names(), 2);
+        let _ = std::fs::remove_dir_all(&home);
+    }
 
     fn snaps(peer_has: &str) -> Vec<(String, u64, bool)> {
         peer_has
