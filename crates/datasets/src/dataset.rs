@@ -516,6 +516,17 @@ impl Dataset {
 
     /// Commit the intent log up to everything logged so far.
     fn commit_log(&self, s: &Store) -> Result<()> {
+        // The log's blocks (copies of the dirty data, or its blocks written early
+        // by reference) are allocated now, beside the space the next txg needs
+        // for that same data: writes were admitted against free space that did
+        // not count them. Invariant: a log commit never takes space a txg
+        // commit needs; when the pool could not hold the dirty data twice over
+        // (its log copy and its txg), commit the txg instead, which makes
+        // everything durable and needs no log space.
+        let dirty = s.dirty.load(Ordering::Relaxed);
+        if s.check_space(self.id, dirty).is_err() {
+            return s.sync().map(|_| ());
+        }
         let tail = self.objset.zil().tail();
         loop {
             match self.objset.zil_commit(tail)? {
