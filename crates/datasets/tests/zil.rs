@@ -453,6 +453,18 @@ fn logged_refs(ds: &cachalot_datasets::Dataset) -> Vec<cachalot_pool::BlkPtr> {
 
 /// A pool on one device (manual txgs) with an object in `tank`, whose log has
 /// had its first write (which waits for a txg), so later fsyncs only log.
+/// An fsync after write-behind writes one block to `dev`: its log block
+/// (the data blocks are named by reference, not written again).
+fn fsync_writes_its_log_block_only(dev: &SimDevice, ds: &cachalot_datasets::Dataset) {
+    let before = dev.writes_issued();
+    ds.fsync().unwrap();
+    assert_eq!(
+        dev.writes_issued() - before,
+        1,
+        "the fsync after a write-behind writes its log block only"
+    );
+}
+
 fn one_device_logged_object() -> (
     Vec<SimDevice>,
     Arc<Store>,
@@ -528,13 +540,7 @@ fn write_behind_blocks_are_logged_and_linked_not_rewritten() {
     let (data, store, ds, obj) = one_device_logged_object();
     let a = Rng(1).bytes(2 * BS);
     ds.write_behind(obj, 0, &a, false).unwrap();
-    let before = data[0].writes_issued();
-    ds.fsync().unwrap();
-    assert_eq!(
-        data[0].writes_issued() - before,
-        1,
-        "the fsync after a write-behind writes its log block only"
-    );
+    fsync_writes_its_log_block_only(&data[0], &ds);
     let refs = logged_refs(&ds);
     assert_eq!(refs.len(), 2, "both blocks logged by reference: {refs:?}");
     store.sync().unwrap();
@@ -602,13 +608,7 @@ fn small_write_behind_blocks_are_logged_by_reference() {
         let owned = Payload::read_from(&mut &b[..], off, BS, BS as u64).unwrap();
         ds.write_behind(obj, off, owned, false).unwrap();
     }
-    let before = data[0].writes_issued();
-    ds.fsync().unwrap();
-    assert_eq!(
-        data[0].writes_issued() - before,
-        1,
-        "the fsync after a write-behind writes its log block only"
-    );
+    fsync_writes_its_log_block_only(&data[0], &ds);
     let refs = logged_refs(&ds);
     assert_eq!(refs.len(), blocks.len(), "logged by reference: {refs:?}");
     power.cut_now();
