@@ -262,3 +262,15 @@ mysql_on() {
     shift 2
     "$C" mysql "$sub" --daemon-socket "$(node_home "$n")/s.sock" "$@"
 }
+
+# diverge_for_failback: both sides change after a break, as before a failback:
+# B (the copy, tank/dst) gets a file; A (tank/src, mounted at $SRC) gets one it
+# will lose and the snapshot tank/src@mine-a, which a reverse must name.
+diverge_for_failback() {
+    assert_ok CB mount tank/dst "$T/dst"
+    echo "written on B after the failover" >"$T/dst/failback"
+    assert_ok CB unmount tank/dst
+    echo "A's own, lost by the failback" >"$SRC/lost"
+    assert_ok CA unmount tank/src
+    assert_ok CA snapshot tank/src@mine-a
+}

@@ -291,13 +291,8 @@ note "reverse: failback after a break; B becomes the source toward A, A rolled b
 stop_node A
 start_node A "$NSA" --replication "$IPA:$PORT"
 assert_ok CA replication break r1
-assert_ok CB mount tank/dst "$T/dst"
-echo "written on B after the failover" >"$T/dst/failback"
-assert_ok CB unmount tank/dst
 # tank/src stays mounted at $SRC across A's restart.
-echo "A's own, lost by the failback" >"$SRC/lost"
-assert_ok CA unmount tank/src
-assert_ok CA snapshot tank/src@mine-a
+diverge_for_failback
 assert_fails CA replication reverse --address "$IPA:$PORT" r1
 assert_contains "$LAST_STDERR" "tank/src@mine-a" "reverse names what A would lose"
 assert_ok CA replication list r1 >/dev/null

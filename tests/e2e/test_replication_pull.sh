@@ -197,12 +197,7 @@ for ((i = ${#TREE[@]} - 1; i >= 0; i--)); do assert_ok CA unmount "${TREE[$i]}";
 
 note "break and reverse of the pull, on B: A rolled back only with -f; B pushes p1 to A's listener"
 assert_ok CB replication break p1
-assert_ok CB mount tank/dst "$T/dst"
-echo "written on B after the failover" >"$T/dst/failback"
-assert_ok CB unmount tank/dst
-echo "A's own, lost by the failback" >"$SRC/lost"
-assert_ok CA unmount tank/src
-assert_ok CA snapshot tank/src@mine-a
+diverge_for_failback
 assert_fails CB replication reverse --address "$IPB:$PORT" p1
 assert_contains "$LAST_STDERR" "reversed toward the listener it pulls from ($SOURCE)" "reverse with another address"
 assert_fails CB replication reverse p1
