@@ -22,6 +22,17 @@ pct() { sed -n 's/.*resilver in progress, \([0-9]*\)\.[0-9]*% done.*/\1/p' <<<"$
 export CACHALOT_SCAN_RATE=$((10 * 1024 * 1024))
 start_daemon
 
+# restart_slow: start the daemon again after a kill -9 with the resilver paced
+# at 3 MiB/s, so the resumed run is still in progress when status is first
+# asked. (At 10 MiB/s the rest of a run took 4-5 s, and on a loaded CI machine
+# the daemon's start and the scan's collection of block pointers used all of
+# it: the resilver had finished before status could say "resumed at".)
+restart_slow() {
+    export CACHALOT_SCAN_RATE=$((3 * 1024 * 1024))
+    start_daemon
+    export CACHALOT_SCAN_RATE=$((10 * 1024 * 1024))
+}
+
 D=("$TMP/d0" "$TMP/d1" "$TMP/d2")
 assert_ok "$C" pool create -s 256M rz raidz1 "${D[@]}"
 assert_ok "$C" create -o compression=off rz/d
@@ -56,7 +67,7 @@ echo "$st"
 kill9_daemon
 
 note "restart: the resilver continues from the saved position"
-start_daemon
+restart_slow
 # The resumed scan first collects the block pointers, then skips what is done.
 for ((i = 0; i < 100; i++)); do
     st=$(assert_ok "$C" pool status rz)
@@ -105,7 +116,7 @@ echo "$st"
 since=$(sed -n 's/.*blocks born since txg \([0-9]*\).*/\1/p' <<<"$st")
 [[ -n $since ]] || fail "the resilver after online is not bounded by a txg"
 kill9_daemon
-start_daemon
+restart_slow
 for ((i = 0; i < 100; i++)); do
     st=$(assert_ok "$C" pool status rz)
     grep -q "resumed at" <<<"$st" && break
