@@ -143,6 +143,41 @@ fn session_config(dataset: &str) -> Config {
     cfg
 }
 
+/// Where the kernel's fusectl file system lists FUSE connections.
+const FUSECTL: &str = "/sys/fs/fuse/connections";
+
+/// Mount fusectl at `FUSECTL` if it is not mounted (systemd mounts it at boot,
+/// a minimal VM or container may not). Without it a forced unmount of a busy
+/// mount cannot abort the connection: the session's threads stay blocked on
+/// /dev/fuse until the last process leaves the detached mount, and the
+/// unmount waited its whole JOIN_TIMEOUT for nothing. Best effort: without
+/// the privilege the old wait remains.
+fn mount_fusectl() {
+    if is_mount_point(Path::new(FUSECTL)) {
+        return;
+    }
+    let (Ok(src), Ok(target)) = (CString::new("fusectl"), c_path(Path::new(FUSECTL))) else {
+        return;
+    };
+    // SAFETY: valid NUL-terminated strings that outlive the call; no data.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            src.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        eprintln!(
+            "cachalot-fuse: cannot mount fusectl at {FUSECTL} ({}): a forced unmount of a busy \
+             mount waits for its threads",
+            io::Error::last_os_error()
+        );
+    }
+}
+
 /// The FUSE connection of the mount at `path`: its number in
 /// /sys/fs/fuse/connections is the kernel's dev_t of the superblock (major << 20 |
 /// minor), which for a plain mount is just the anonymous minor.
@@ -267,7 +302,11 @@ impl Mount {
     /// Abort the FUSE connection so the session threads end.
     fn abort(&self) {
         if let Some(c) = self.conn {
-            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{c}/abort"), b"1");
+            let abort = PathBuf::from(format!("{FUSECTL}/{c}/abort"));
+            if !abort.exists() {
+                mount_fusectl();
+            }
+            let _ = std::fs::write(abort, b"1");
         }
     }
 }
