@@ -30,7 +30,7 @@ fio --output-format=json --output="$ARTIFACTS/fio.json" --direct=1 --ioengine=ps
     --name=redo --filename="$M/ib_logfile0" --rw=write --bs=4k --rate=512k ||
     fail "fio failed"
 T1=$(( $(date +%s) + 1 ))
-sleep 2 # let the sampler store the last second
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
 read -r TABLE_BYTES REDO_BYTES < <(python3 -c '
 import json, sys
 jobs = {j["jobname"]: j for j in json.load(open(sys.argv[1]))["jobs"]}
