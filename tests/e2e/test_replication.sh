@@ -113,10 +113,9 @@ assert_eq "$(token_b)" "-" "no token after the resumed cycle"
 same_as_source big1 small
 
 note "kill -9 of the receiver in the middle of an increment (at ${SECONDS}s)"
-head -c 64M /dev/urandom >"$SRC/big2"
+head -c 96M /dev/urandom >"$SRC/big2"
 sync
-# (The token shows before its txg is on disk: let it land before the kill.)
-kill_mid_transfer B 1
+kill_mid_transfer B 0.3
 out=$(assert_ok CA replication run r1 2>&1)
 assert_contains "$out" "resumed the interrupted transfer" "resume after kill -9 of the receiver"
 same_as_source big2 small
@@ -151,7 +150,7 @@ assert_eq "$name $src $dst $state $role" "r1 tank/src $TARGET/tank/dst idle push
 ((lag < 60 && bytes > 0 && rate > 0)) || fail "list: lag $lag bytes $bytes rate $rate"
 
 note "a resume token the source can no longer honour is discarded with a message"
-head -c 48M /dev/urandom >"$SRC/big4"
+head -c 96M /dev/urandom >"$SRC/big4"
 sync
 kill_mid_transfer A 0
 cut=$(CA list -H -t snapshot -o name tank/src | tail -n 1)
