@@ -171,7 +171,7 @@ wait_token() {
         [[ $t == 1-* ]] && return 0
         sleep 0.1
     done
-    fail "no resume token on the target within 15 s"
+    fail "no resume token on the target within 15 s (last seen: ${t:-nothing}; B: $(CB list -H -t snapshot -o name "$REPL_DST" 2>&1 | tail -n 1))"
 }
 
 # kill_mid_transfer NODE SECS: start a cycle of $REPL_REL (on node
