@@ -9,7 +9,8 @@
 #   ARTIFACTS  test-artifacts/<test name>, for logs worth keeping
 # A script can also be run by hand: these default to the values above.
 #
-# Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, wait_until, mktmp,
+# Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, wait_until,
+# analytics_stored, mktmp,
 # start_daemon, stop_daemon, kill9_daemon, note, free_port, background, stop_background,
 # need_browser, browser_python.
 #
@@ -120,6 +121,19 @@ wait_until() {
         sleep 0.1
     done
     "$@" || fail "$what: not within $secs s"
+}
+
+# analytics_stored SECOND: true once the daemon's analytics sampler has stored
+# the slot of unix second SECOND (or a later one), so a query whose range ends
+# after SECOND sees all of it. The sampler appends each second's slot, empty or
+# not, as a line {"t":SECOND,...} to HOME_DIR/analytics/sec-*.jsonl just after
+# the second ends (docs/architecture.md), or later on a loaded machine.
+analytics_stored() {
+    local seg t
+    seg=$(find "$HOME_DIR/analytics" -name 'sec-*.jsonl' 2>/dev/null | LC_ALL=C sort | tail -n 1)
+    [[ -n $seg ]] || return 1
+    t=$(tail -n 1 "$seg" | sed -n 's/^{"t":\([0-9]*\)[,}].*/\1/p')
+    [[ -n $t ]] && ((t >= $1))
 }
 
 # mktmp: create and print a fresh temp dir (removed when the test exits).

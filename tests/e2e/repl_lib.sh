@@ -171,17 +171,23 @@ wait_token() {
         [[ $t == 1-* ]] && return 0
         sleep 0.1
     done
-    fail "no resume token on the target within 15 s"
+    fail "no resume token on the target within 15 s (last seen: ${t:-nothing}; B: $(CB list -H -t snapshot -o name "$REPL_DST" 2>&1 | tail -n 1))"
 }
 
 # kill_mid_transfer NODE SECS: start a cycle of $REPL_REL (on node
-# $REPL_RUNNER, default A; B for a pull), kill -9 NODE SECS after the target
-# shows a resume token (a checkpoint), and start NODE again.
+# $REPL_RUNNER, default A; B for a pull), kill -9 NODE SECS after the target's
+# resume token (a checkpoint) is on disk, and start NODE again. The transfer
+# must last well beyond the first checkpoint (32 MiB): at 20 MiB/s, 96 MiB
+# leave 3 s for the kill.
 kill_mid_transfer() {
     local run_pid
     cli "${REPL_RUNNER:-A}" replication run "$REPL_REL" >/dev/null 2>&1 &
     run_pid=$!
     wait_token
+    # The token shows before the receive's commit of it ends: commit B's pool,
+    # so a kill of B never lands before the checkpoint does (a fixed wait for
+    # that commit is a race on a loaded machine).
+    CB debug call pool.sync "{\"name\":\"${REPL_DST%%/*}\"}" >/dev/null
     sleep "$2"
     kill9_node "$1"
     wait "$run_pid" 2>/dev/null || true

@@ -22,20 +22,27 @@ within() {
     python3 -c 'import sys; p, a, e = map(float, sys.argv[1:]); sys.exit(0 if abs(a - e) <= p / 100 * e else 1)' "$@"
 }
 
-note "workload: 4 MiB/s of 16K writes to shop/orders.ibd, 512 KiB/s of 4K writes to ib_logfile0, 12 s"
+# Rates fio keeps on a loaded machine: 64 writes/s leave 15.6 ms each, 4.6x the
+# mean latency measured under load 16 (2.0-3.4 ms). At 4 MiB/s (3.9 ms each) a
+# machine 2x slower falls behind the rate the middle-of-the-run check expects.
+note "workload: 1 MiB/s of 16K writes to shop/orders.ibd, 128 KiB/s of 4K writes to ib_logfile0, 12 s"
 T0=$(date +%s)
 fio --output-format=json --output="$ARTIFACTS/fio.json" --direct=1 --ioengine=psync \
     --time_based --runtime=12 --size=64M \
-    --name=table --filename="$M/shop/orders.ibd" --rw=write --bs=16k --rate=4m \
-    --name=redo --filename="$M/ib_logfile0" --rw=write --bs=4k --rate=512k ||
+    --name=table --filename="$M/shop/orders.ibd" --rw=write --bs=16k --rate=1m \
+    --name=redo --filename="$M/ib_logfile0" --rw=write --bs=4k --rate=128k ||
     fail "fio failed"
 T1=$(( $(date +%s) + 1 ))
-sleep 2 # let the sampler store the last second
-read -r TABLE_BYTES REDO_BYTES < <(python3 -c '
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
+# FIO_START: the second the writes began (the report's time less the run's),
+# which on a loaded machine was 5 s after T0 (fio's own start-up).
+read -r TABLE_BYTES REDO_BYTES FIO_START < <(python3 -c '
 import json, sys
-jobs = {j["jobname"]: j for j in json.load(open(sys.argv[1]))["jobs"]}
-print(jobs["table"]["write"]["io_bytes"], jobs["redo"]["write"]["io_bytes"])' "$ARTIFACTS/fio.json")
-note "fio wrote $TABLE_BYTES bytes to the table file, $REDO_BYTES to the redo log"
+report = json.load(open(sys.argv[1]))
+jobs = {j["jobname"]: j for j in report["jobs"]}
+start = (report["timestamp_ms"] - jobs["table"]["job_runtime"]) // 1000
+print(jobs["table"]["write"]["io_bytes"], jobs["redo"]["write"]["io_bytes"], start)' "$ARTIFACTS/fio.json")
+note "fio wrote $TABLE_BYTES bytes to the table file, $REDO_BYTES to the redo log, from $((FIO_START - T0)) s after T0"
 
 note "breakdown by file names the busy file first, and its op"
 out=$(assert_ok "$C" analytics show fuse.bytes --by file --filter dataset=tank/db --from "$T0" --to "$T1" -H -p)
@@ -51,14 +58,15 @@ out=$(assert_ok "$C" analytics show fuse.ops --by op --filter file=/shop/orders.
 assert_eq "$(head -n1 <<<"$out" | cut -f1)" "write" "top op on the busy file"
 
 note "rates in the middle of the run match fio's rate limits (within 10%)"
-out=$(assert_ok "$C" analytics show fuse.ops --by file --filter op=write --from $((T0 + 3)) --to $((T0 + 9)) -H -p)
+# Seconds 3 to 9 of the writes (not of T0: fio may start late).
+out=$(assert_ok "$C" analytics show fuse.ops --by file --filter op=write --from $((FIO_START + 3)) --to $((FIO_START + 9)) -H -p)
 echo "$out" >&2
 rate=$(awk -F'\t' '$1 == "/shop/orders.ibd" { print $3 }' <<<"$out")
-within 10 "$rate" 4194304 || fail "write rate of orders.ibd: $rate B/s, fio ran at 4 MiB/s"
+within 10 "$rate" 1048576 || fail "write rate of orders.ibd: $rate B/s, fio ran at 1 MiB/s"
 ops=$(awk -F'\t' '$1 == "/shop/orders.ibd" { print $2 }' <<<"$out")
-within 10 "$ops" 256 || fail "write ops of orders.ibd: $ops/s, fio did 256/s"
+within 10 "$ops" 64 || fail "write ops of orders.ibd: $ops/s, fio did 64/s"
 rate=$(awk -F'\t' '$1 == "/ib_logfile0" { print $3 }' <<<"$out")
-within 10 "$rate" 524288 || fail "write rate of ib_logfile0: $rate B/s, fio ran at 512 KiB/s"
+within 10 "$rate" 131072 || fail "write rate of ib_logfile0: $rate B/s, fio ran at 128 KiB/s"
 
 note "innodb.ops classifies files by kind and table"
 out=$(assert_ok "$C" analytics show innodb.ops --by kind --from "$T0" --to "$T1" -H)

@@ -80,7 +80,7 @@ rate() {
     "$C" analytics show "$1" --by "$2" --from "$T0" --to "$T1" -H -p |
         awk -v k="$3" '$1 == k { print $2; found = 1 } END { if (!found) print 0 }'
 }
-sleep 1
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
 zil=$(rate zil.commits dataset tank/fs)
 txg=$(rate txg.commits pool tank)
 note "per second: $zil intent log commits of tank/fs, $txg txg commits of tank"

@@ -111,7 +111,7 @@ chmod 2767 suid
 assert_eq "$(stat -c %a suid)" 2767 "sgid without group exec stays"
 for i in $(seq 1 200); do printf 'w%s' "$i" >>writes; done
 T1=$(($(date +%s) + 1))
-sleep 2 # let the sampler store the last second
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
 out=$(assert_ok "$CACHALOT" analytics show fuse.ops --by op --filter dataset=tank/fs --from "$T0" --to "$T1" -H -p)
 echo "$out" >&2
 w=$(awk -F'\t' '$1 == "write" { print $2 }' <<<"$out")
@@ -168,7 +168,7 @@ T0=$(date +%s)
 echo 3 >/proc/sys/vm/drop_caches
 [[ $(find "$M/many" -ls | wc -l) == 501 ]] || fail "find -ls does not list 500 files"
 T1=$(($(date +%s) + 1))
-sleep 2 # let the sampler store the last second
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
 out=$(assert_ok "$CACHALOT" analytics show fuse.ops --by op --filter dataset=tank/fs --from "$T0" --to "$T1" -H -p)
 echo "$out" >&2
 total=$(awk -F'\t' -v s=$((T1 - T0)) '{ t += $2 * s } END { printf "%.0f", t }' <<<"$out")

@@ -176,7 +176,7 @@ qio() {
 T0=$(date +%s)
 qio -c 'write -P 0x5a 1M 4M' -c 'write -P 0xc3 64M 64k' -c flush "$CURL"
 T1=$(($(date +%s) + 1))
-sleep 2 # let the analytics sampler store the last second
+wait_until 30 "the analytics sampler stores second $((T1 - 1))" analytics_stored $((T1 - 1))
 out=$(assert_ok "$C" analytics show scsi.ops --by op --filter volume=tank/vol --from "$T0" --to "$T1" -H)
 echo "$out" >&2
 assert_contains "$out" "write" "scsi.ops counts the writes"

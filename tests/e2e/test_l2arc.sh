@@ -100,9 +100,11 @@ read_all
 h=$(c0_hits)
 note "cache device hits after two reads: $h"
 ((h > 200)) || fail "the cache device served $h reads of 2 x 384 records"
-# The reads can end within the second they started in: a range from T0 to now
-# would then be empty (refused). Ask once the next second has begun.
-while (($(date +%s) <= T0)); do sleep 0.2; done
+# Ask once the analytics sampler has stored the second the reads ended in (so
+# also once that second is past: a range from T0 to now is never empty). A wait
+# for the next second alone could ask ~2 ms before its sampling.
+ended=$(date +%s)
+wait_until 30 "the analytics sampler stores second $ended" analytics_stored "$ended"
 out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T0" -H -p)
 echo "$out" >&2
 l2=$(awk '$1 == "l2arc" { print $2 }' <<<"$out")
@@ -169,7 +171,8 @@ T2=$(fresh_second)
 read_n
 wait_until 30 "the feeder done with tank/n's blocks" feeder_done c1
 read_n
-while (($(date +%s) <= T2)); do sleep 0.2; done
+ended=$(date +%s)
+wait_until 30 "the analytics sampler stores second $ended" analytics_stored "$ended"
 out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T2" -H -p)
 echo "$out" >&2
 [[ $out != *l2arc* ]] || fail "secondarycache=none, yet the L2ARC served reads: $out"
@@ -207,7 +210,8 @@ assert_eq "$(status_col "$st" c1 2)$(status_col "$st" c0 2)" "" "no row for c0 o
 assert_contains "$st" "cache device $TMP/c1 removed" "a notice"
 T1=$(fresh_second)
 read_all
-while (($(date +%s) <= T1)); do sleep 0.2; done
+ended=$(date +%s)
+wait_until 30 "the analytics sampler stores second $ended" analytics_stored "$ended"
 out=$(assert_ok "$C" analytics show arc.accesses --by level --from "$T1" -H -p)
 echo "$out" >&2
 assert_contains "$out" pool "reads after the removal come from the pool"

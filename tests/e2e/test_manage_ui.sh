@@ -322,6 +322,13 @@ with ManagePage() as b:
     assert dev_state(m1) == "OFFLINE", cli("pool", "status", "mp")
     b.click(f'#m-pools button[data-act="dev-online"][data-name="{m1}"]')
     b.done("online", f"cachalot pool online mp {m1}")
+    # Online resilvers what was written while the device was offline:
+    # RESILVERING at first (a loaded machine shows it), then ONLINE.
+    assert dev_state(m1) in ("ONLINE", "RESILVERING"), cli("pool", "status", "mp")
+    for _ in range(300):
+        if dev_state(m1) == "ONLINE":
+            break
+        time.sleep(0.1)
     assert dev_state(m1) == "ONLINE", cli("pool", "status", "mp")
     b.click('#m-pools button[data-act="destroy-pool"][data-name="mp"]')
     b.wait("the destroy confirmation", "return !document.getElementById('m-confirm').hidden")

@@ -94,7 +94,8 @@ assert_eq "$(nfs-cat "$(url tank/fs/after-crash.txt)")" "hello over nfs" "acknow
 note "analytics: nfs.ops by op and client, innodb.ops for MySQL files"
 assert_ok nfs-cp "$W/small.txt" "$(url tank/fs/ibdata1)" >/dev/null
 assert_eq "$(nfs-cat "$(url tank/fs/ibdata1)")" "hello over nfs" "ibdata1"
-sleep 2
+T1=$(date +%s)
+wait_until 30 "the analytics sampler stores second $T1" analytics_stored "$T1"
 out=$(assert_ok "$C" analytics list)
 assert_contains "$out" "nfs.ops"
 assert_contains "$out" "nfs.bytes"

@@ -100,7 +100,7 @@ assert_contains "$LAST_STDERR" "'p1' is the name of a pull of 'tank/src' by $IPB
 # kill9_resume NODE: a cycle cut by a kill -9 of NODE after a checkpoint; the
 # next cycle resumes the transfer and the target equals the source.
 kill9_resume() {
-    head -c 48M /dev/urandom >"$SRC/f0"
+    head -c 96M /dev/urandom >"$SRC/f0"
     sync
     kill_mid_transfer "$1" 0.3
     run_until_ok B p1

@@ -59,7 +59,7 @@ all_same "${MEMBERS[@]}"
 assert_eq "$(CA replication status -H r1 | wc -l)" 4 "status: a row per member"
 
 note "kill -9 of the source in the middle of a member's transfer"
-head -c 48M /dev/urandom >"$T/m/tank/src/a/f"
+head -c 96M /dev/urandom >"$T/m/tank/src/a/f"
 sync
 REPL_DST=tank/dst/a kill_mid_transfer A 0.3
 run_until_ok A r1
