@@ -82,8 +82,11 @@ innodb_log_file_size=32M
 innodb_flush_log_at_trx_commit=1
 CNF
     mariadb-install-db --defaults-file="$MY_CNF" --skip-test-db \
-        --auth-root-authentication-method=normal >"$ARTIFACTS/install-db.log" 2>&1 ||
-        fail "mariadb-install-db failed (see $ARTIFACTS/install-db.log)"
+        --auth-root-authentication-method=normal >"$ARTIFACTS/install-db.log" 2>&1 || {
+        # The server's own log says why; it lives in the temp dir removed at exit.
+        cp "$MY_ERRLOG" "$ARTIFACTS/install-db-error.log" 2>/dev/null
+        fail "mariadb-install-db failed (see $ARTIFACTS/install-db.log and install-db-error.log)"
+    }
     export MY_SOCK MY_CNF MY_ERRLOG
 }
 
