@@ -154,9 +154,16 @@ struct Side<'a> {
 
 impl<'a> Side<'a> {
     fn new(ds: &'a Dataset) -> Result<Side<'a>> {
+        // A filesystem never mounted holds no POSIX layer yet: no objects to
+        // name (root 0 is no object).
+        let root = match master::open(ds) {
+            Ok(m) => m.root,
+            Err(Errno::ENOENT) => 0,
+            Err(e) => return Err(e),
+        };
         Ok(Side {
             ds,
-            root: master::open(ds)?.root,
+            root,
             entries: HashMap::new(),
             dir_paths: HashMap::new(),
             walked: None,

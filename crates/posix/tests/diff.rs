@@ -119,3 +119,19 @@ fn diff_refuses_states_out_of_order_or_of_another_filesystem() {
         assert!(store.diff_states(from, to).is_err(), "{from} {to}");
     }
 }
+
+#[test]
+fn diff_of_a_filesystem_never_mounted_is_empty_then_lists_its_first_files() {
+    let (store, _devs) = new_store(64 << 20, &[]);
+    snap(&store, "empty");
+    snap(&store, "empty2");
+    assert_eq!(
+        lines(&store, "tank/fs@empty", "tank/fs@empty2").0,
+        Vec::<String>::new()
+    );
+    let fs = mount(&store);
+    mkfile(&fs, fs.root(), "first", b"1");
+    snap(&store, "b");
+    let (got, _) = lines(&store, "tank/fs@empty", "tank/fs@b");
+    assert_eq!(got, ["+ / /", "+ F /first"]);
+}
