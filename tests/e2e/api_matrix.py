@@ -131,6 +131,10 @@ MATRIX = {
         params={"name": "tank/fs@s2"}, body={"target": "tank/newclone"}, missing={"params": {"name": "tank/fs@nosuch"}}),
     ("POST", "/api/v1/snapshots/{name}/rollback"): dict(
         params={"name": "tank/fs@s1"}, body={"recursive": True}, missing={"params": {"name": "tank/fs@nosuch"}}),
+    ("PUT", "/api/v1/snapshots/{name}/holds/{tag}"): dict(
+        params={"name": "tank/fs@s1", "tag": "mx"}, missing={"params": {"name": "tank/fs@nosuch", "tag": "mx"}}),
+    ("DELETE", "/api/v1/snapshots/{name}/holds/{tag}"): dict(
+        params={"name": "tank/fs@held", "tag": "keep"}, missing={"params": {"name": "tank/fs@nosuch", "tag": "keep"}}),
     ("POST", "/api/v1/snapshots/{name}/send"): dict(
         params={"name": "tank/fs@s2"}, body={"file": f"{WORK}/out.stream"}, missing={"params": {"name": "tank/fs@nosuch"}}),
     # shares
@@ -149,6 +153,11 @@ MATRIX = {
     ("POST", "/api/v1/replication/{name}/run"): dict(params={"name": "r1"}, missing={"params": {"name": "nosuch"}}),
     ("POST", "/api/v1/replication/{name}/pause"): dict(params={"name": "r1"}, missing={"params": {"name": "nosuch"}}),
     ("POST", "/api/v1/replication/{name}/resume"): dict(params={"name": "r1"}, missing={"params": {"name": "nosuch"}}),
+    ("POST", "/api/v1/replication/{name}/break"): dict(params={"name": "r1"}, missing={"params": {"name": "nosuch"}}),
+    ("POST", "/api/v1/replication/{name}/resync"): dict(
+        params={"name": "r1"}, body={"force": True}, missing={"params": {"name": "nosuch"}}),
+    ("POST", "/api/v1/replication/{name}/reverse"): dict(
+        params={"name": "r1"}, body={"force": True}, missing={"params": {"name": "nosuch"}}),
     ("POST", "/api/v1/peers"): dict(
         body={"address": REPL_ADDR, "token": "x" * 32}, missing="the peer is an address: " + NOTHING_NAMED),
     ("POST", "/api/v1/peers/token"): dict(body={}, missing=NOTHING_NAMED),
@@ -174,6 +183,10 @@ MATRIX = {
     ("GET", "/api/v1/datasets/{name}"): dict(read="json", params={"name": "tank/fs"}, missing={"params": {"name": "tank/nosuch"}}),
     ("GET", "/api/v1/snapshots"): dict(read="json", query={"dataset": "tank/fs"}, missing={"query": {"dataset": "tank/nosuch"}}),
     ("GET", "/api/v1/snapshots/{name}"): dict(read="json", params={"name": "tank/fs@s1"}, missing={"params": {"name": "tank/fs@nosuch"}}),
+    ("GET", "/api/v1/snapshots/{name}/diff"): dict(
+        read="json", params={"name": "tank/fs@s1"}, query={"to": "tank/fs@s2"}, missing={"params": {"name": "tank/fs@nosuch"}}),
+    ("GET", "/api/v1/snapshots/{name}/holds"): dict(
+        read="json", params={"name": "tank/fs@held"}, missing={"params": {"name": "tank/fs@nosuch"}}),
     ("GET", "/api/v1/shares"): dict(read="json"),
     ("GET", "/api/v1/mounts"): dict(read="json"),
     ("GET", "/api/v1/jobs"): dict(read="json"),
@@ -186,6 +199,12 @@ MATRIX = {
     ("GET", "/api/v1/analytics/stats"): dict(read="json"),
     ("GET", "/api/v1/analytics/show"): dict(read="json", query={"stat": "STAT", "last": "60s"},
                                             missing={"query": {"stat": "no.such.stat"}}),
+    ("GET", "/api/v1/analytics/series"): dict(read="json", query={"stat": "STAT", "last": "60s"},
+                                              missing={"query": {"stat": "no.such.stat"}}),
+    ("GET", "/api/v1/analytics/heatmap"): dict(read="json", query={"stat": "disk.ops", "last": "60s", "by": "latency"},
+                                               missing={"query": {"stat": "no.such.stat", "by": "latency"}}),
+    ("GET", "/api/v1/analytics/usage"): dict(read="json"),
+    ("GET", "/api/v1/analytics/overview"): dict(read="json"),
     ("GET", "/api/v1/setup"): dict(read="json"),
     ("GET", "/api/v1/openapi.json"): dict(read="json"),
 }

@@ -13,7 +13,10 @@
 # replication relationship to it, resume, pause, run
 # it (the peer has the snapshot) and destroy it, set and inherit a property,
 # promote the clone, scrub, export the pool (confirmed) and import it again, make
-# a mirror, take one side offline (confirmed) and back online, destroy it, and
+# a mirror, take one side offline (confirmed) and back online, attach, detach,
+# replace, add and remove devices from the Devices box (each confirmed), destroy
+# it, see snapshot diff from a snapshot's row (the rows of `cachalot diff`),
+# send a snapshot to a file as a job, and
 # see a change refused without the token. Each step is checked through the CLI afterwards; each shows its CLI
 # equivalent; screenshots go to $ARTIFACTS.
 # shellcheck source=tests/e2e/lib.sh
@@ -138,6 +141,30 @@ with ManagePage() as b:
     snaps = cli("list", "-H", "-t", "snapshot", "-o", "name").split()
     assert snaps == ["tank/mysql/data@s1", "tank/mysql/data@s2"], snaps
     b.shot("3-snapshots")
+
+    # Diff from a snapshot's row: against the filesystem now (a file added since
+    # through a CLI mount), the same rows as `cachalot diff`, and its CLI shown.
+    cli("mount", "tank/mysql/data", mnt)
+    with open(f"{mnt}/after-s2.txt", "w") as f:
+        f.write("new since s2\n")
+    cli("unmount", "tank/mysql/data")
+    b.click('#m-snaps tr[data-snap="tank/mysql/data@s2"] button[data-act="diff"]')
+    b.wait("the diff rows", "return document.getElementById('m-diff-rows').innerText.includes('after-s2.txt')")
+    assert b.js("return document.getElementById('m-diff-cli').textContent") == "cachalot diff tank/mysql/data@s2"
+    ui_rows = b.js("return [...document.querySelectorAll('#m-diff-rows tr')].slice(1)"
+                   ".map((r) => [r.cells[0].textContent, r.cells[2].textContent])")
+    cli_rows = [line.split("\t") for line in cli("diff", "tank/mysql/data@s2").splitlines()]
+    assert ui_rows == cli_rows and ["+", "/after-s2.txt"] in cli_rows, (ui_rows, cli_rows)
+    b.shot("3b-diff")
+
+    # Send s2 to a new file as a job, incremental from s1 (its progress streamed).
+    stream = f"{work}/s2.stream"
+    b.click('#m-send-src option[value="tank/mysql/data@s2"]')
+    b.click('#m-send-from option[value="tank/mysql/data@s1"]')
+    b.type("#m-send-file", stream)
+    b.click("#m-send-go")
+    b.done("send to a file", f"cachalot send -i @s1 tank/mysql/data@s2 > {stream}")
+    assert os.path.getsize(stream) > 0 and "written" in b.js("return document.getElementById('m-send-step').textContent")
 
     b.wait("s1 in the clone list", "return document.querySelector('#m-clone-src option[value=\"tank/mysql/data@s1\"]') !== null")
     b.click('#m-clone-src option[value="tank/mysql/data@s1"]')
@@ -330,6 +357,51 @@ with ManagePage() as b:
             break
         time.sleep(0.1)
     assert dev_state(m1) == "ONLINE", cli("pool", "status", "mp")
+
+    # The Devices box: attach a third side (confirmed; a resilver job), detach
+    # it, replace one side by a new file, add a cache device and remove it.
+    m2, m3, mc = f"{work}/mp2.img", f"{work}/mp3.img", f"{work}/mpc.img"
+
+    def devices():
+        return [line.split()[0] for line in cli("pool", "status", "mp").splitlines() if line.startswith("\t")]
+
+    def device_action(button, cli_prefix, old="", new="", spec=""):
+        b.click('#m-dev-pool option[value="mp"]')
+        for css, text in (("#m-dev-old", old), ("#m-dev-new", new), ("#m-dev-size", "64M"), ("#m-dev-spec", spec)):
+            if text:
+                b.type(css, text)
+            else:
+                b.js(f"document.querySelector('{css}').value = ''")
+        b.click(button)
+        b.wait("the confirmation", "return !document.getElementById('m-confirm').hidden")
+        assert b.js("return document.getElementById('m-confirm-cli').textContent").startswith(cli_prefix)
+        b.click("#m-confirm-ok")
+        b.done(button, cli_prefix)
+
+    def resilvered():
+        for _ in range(300):
+            if "in progress" not in cli("pool", "status", "mp"):
+                return
+            time.sleep(0.1)
+        raise AssertionError(cli("pool", "status", "mp"))
+
+    device_action("#m-dev-attach", f"cachalot pool attach -s 64M mp {m0} {m2}", old=m0, new=m2)
+    resilvered()
+    assert m2 in devices(), cli("pool", "status", "mp")
+    device_action("#m-dev-detach", f"cachalot pool detach mp {m2}", old=m2)
+    assert m2 not in devices(), cli("pool", "status", "mp")
+    device_action("#m-dev-replace", f"cachalot pool replace -s 64M mp {m1} {m3}", old=m1, new=m3)
+    resilvered()
+    for _ in range(100):  # the old side leaves when the resilver is done
+        if m1 not in devices():
+            break
+        time.sleep(0.1)
+    assert m3 in devices() and m1 not in devices(), cli("pool", "status", "mp")
+    device_action("#m-dev-add", f"cachalot pool add -s 64M mp cache {mc}", spec=f"cache {mc}")
+    assert mc in devices(), cli("pool", "status", "mp")
+    device_action("#m-dev-remove", f"cachalot pool remove mp {mc}", old=mc)
+    assert mc not in devices(), cli("pool", "status", "mp")
+    b.shot("9c-devices")
     b.click('#m-pools button[data-act="destroy-pool"][data-name="mp"]')
     b.wait("the destroy confirmation", "return !document.getElementById('m-confirm').hidden")
     b.click("#m-confirm-ok")
@@ -345,7 +417,8 @@ with ManagePage() as b:
     assert "unauthorized" in msg, msg
     assert "nope" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
     print(f"ok: the web UI made the first token and managed pool, datasets, snapshots, clone, rollback, NFS, iSCSI and NBD "
-          f"shares, pairing, replication, properties, promote, scrub, export, import and device offline/online ({b.clicks} clicks here, {peer_clicks} on the peer)")
+          f"shares, pairing, replication, properties, promote, scrub, export, import, diff, send, device offline/online, "
+          f"attach, detach, replace, add and remove ({b.clicks} clicks here, {peer_clicks} on the peer)")
 PY
 stop_daemon
 kill -TERM "$PEER_PID"

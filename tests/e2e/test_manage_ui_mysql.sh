@@ -66,6 +66,18 @@ def wait_exited(pid):
 with ManagePage() as b:
     b.login(token)
 
+    # Advice for the running server: its datadir's dataset found from the
+    # mounts, one row per piece of advice, as `cachalot mysql advise` gives.
+    b.type("#m-adv-sock", my_sock)
+    b.click("#m-adv-go")
+    b.done("advise", f"cachalot mysql advise --socket {my_sock}", timeout=60)
+    adv = b.js("return document.getElementById('m-adv-rows').innerText")
+    assert "datadir on tank/mysql/data" in adv, adv
+    settings = b.js("return [...document.querySelectorAll('#m-adv-rows tr')].slice(2).map((r) => r.cells[1].textContent)")
+    cli_text = cli("mysql", "advise", "--socket", my_sock)
+    assert settings and all(s in cli_text for s in settings if s), (settings, cli_text)
+    b.shot("0-advise")
+
     b.type("#m-my-sock", my_sock)
     b.type("#m-my-snap", "s1")
     take_cli = f"cachalot mysql snapshot --socket {my_sock} tank/mysql/data,tank/mysql/log s1"

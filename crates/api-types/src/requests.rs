@@ -335,6 +335,38 @@ op! {
 }
 
 op! {
+    /// Put a hold named `tag` on a snapshot: it cannot be destroyed until
+    /// every hold is released.
+    SnapHold = "snap.hold" {
+        pub name: String,
+        pub tag: String,
+    }
+}
+
+op! {
+    /// Release a snapshot's hold `tag`.
+    SnapRelease = "snap.release" {
+        pub name: String,
+        pub tag: String,
+    }
+}
+
+op! {
+    /// The holds of a snapshot.
+    SnapHolds = "snap.holds" { pub name: String }
+}
+
+op! {
+    /// What changed between snapshot `name` (FS@SNAP) and `to` (a later
+    /// snapshot of FS, or FS itself; default FS), as `zfs diff`.
+    SnapDiff = "snap.diff" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub to: Option<String>,
+    }
+}
+
+op! {
     /// Every share (NFS, iSCSI, NBD) with its clients.
     ShareList = "share.list" {}
 }
@@ -363,6 +395,31 @@ op! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub top: Option<u64>,
     }
+}
+
+op! {
+    /// The analytics' own cost: statistics enabled, series kept, memory.
+    AnalyticsUsage = "analytics.usage" {}
+}
+
+/// A statistic's per-second series over a range, one per breakdown value (the
+/// query of [`AnalyticsShow`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+pub struct AnalyticsSeries(pub AnalyticsShow);
+
+impl Op for AnalyticsSeries {
+    const OP: &'static str = "analytics.series";
+}
+
+/// A statistic's heat map (`by` latency or size) over a range (the query of
+/// [`AnalyticsShow`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(transparent)]
+pub struct AnalyticsHeatmap(pub AnalyticsShow);
+
+impl Op for AnalyticsHeatmap {
+    const OP: &'static str = "analytics.heatmap";
 }
 
 op! {
@@ -468,6 +525,36 @@ op! {
 op! {
     /// Schedule a paused relationship's cycles again.
     ReplResume = "repl.resume" { pub name: String }
+}
+
+op! {
+    /// Break a relationship off: its target stops being updated and can be
+    /// used on its own (`resync` rolls it back and resumes).
+    ReplBreak = "repl.break" { pub name: String }
+}
+
+op! {
+    /// Roll a broken-off (or diverged) target back to the newest common
+    /// snapshot and resume; without `force`, refused while that destroys
+    /// anything (the refusal lists it).
+    ReplResync = "repl.resync" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+}
+
+op! {
+    /// Swap a relationship's direction (failback): the target becomes the
+    /// source, reachable at `address` (default: the address paired with);
+    /// without `force`, refused while the old source would lose anything.
+    ReplReverse = "repl.reverse" {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub address: Option<String>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
 }
 
 op! {

@@ -11,7 +11,7 @@ use crate::{Cli, Cmd, CreateArgs, GetArgs, ListArgs, PoolCmd, ServeArgs};
 use cachalot_daemon::api::requests::{
     DsCreate, DsDestroy, DsGet, DsInherit, DsList, DsSet, Op, PoolAdd, PoolAttach, PoolClear,
     PoolCreate, PoolDestroy, PoolDetach, PoolExport, PoolImport, PoolList, PoolOffline, PoolOnline,
-    PoolRemove, PoolReplace, PoolScrub, PoolStatus, Props,
+    PoolRemove, PoolReplace, PoolScrub, PoolStatus, Props, SnapHold, SnapHolds, SnapRelease,
 };
 use cachalot_daemon::client::{default_home, default_socket, Client};
 use cachalot_daemon::format_size;
@@ -139,13 +139,21 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Mysql(m) => crate::mysql::run(m, cli.socket.clone()),
         Cmd::Bench(a) => cachalot_bench::cli::run(a).map_err(|e| format!("{e:#}")),
         Cmd::Hold { tag, snapshot } => ctx
-            .call("snap.hold", json!({ "name": snapshot, "tag": tag }))
+            .send(&SnapHold {
+                name: snapshot,
+                tag,
+            })
             .map(drop),
         Cmd::Release { tag, snapshot } => ctx
-            .call("snap.release", json!({ "name": snapshot, "tag": tag }))
+            .send(&SnapRelease {
+                name: snapshot,
+                tag,
+            })
             .map(drop),
         Cmd::Holds { scripted, snapshot } => {
-            let r = ctx.call("snap.holds", json!({ "name": snapshot }))?;
+            let r = ctx.send(&SnapHolds {
+                name: snapshot.clone(),
+            })?;
             let mut t = Table::new(vec!["NAME".into(), "TAG".into()], vec![false, false]);
             for tag in r["holds"].as_array().into_iter().flatten() {
                 t.rows.push(vec![
@@ -160,6 +168,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Cmd::Rollback(a) => crate::snapshot::rollback(&mut ctx, a),
         Cmd::Clone(a) => crate::snapshot::clone(&mut ctx, a),
         Cmd::Promote(a) => crate::snapshot::promote(&mut ctx, a),
+        Cmd::Diff(a) => crate::snapshot::diff(&mut ctx, a),
         Cmd::Send(a) => crate::stream::send(&mut ctx, a),
         Cmd::Receive(a) => crate::stream::receive(&mut ctx, a),
         Cmd::Mount(a) => crate::mount::mount(&mut ctx, a),

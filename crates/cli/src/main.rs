@@ -86,6 +86,8 @@ pub enum Cmd {
     Clone(snapshot::CloneArgs),
     /// Make a clone independent of its origin snapshot
     Promote(snapshot::PromoteArgs),
+    /// What changed since a snapshot: diff [-F] [-H] FS@SNAP [FS@SNAP2|FS]
+    Diff(snapshot::DiffArgs),
     /// Write a snapshot (or, with -i, the changes since an older one) to stdout
     Send(stream::SendArgs),
     /// Create a filesystem (or its next snapshot) from a stream on stdin

@@ -4,12 +4,12 @@
 use crate::commands::{CmdResult, Ctx};
 use crate::table::{format_date, Table};
 use cachalot_api_types::requests::{
-    ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause, ReplPeers, ReplResume,
-    ReplRun, Size,
+    ReplBreak, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause, ReplPeers,
+    ReplResume, ReplResync, ReplReverse, ReplRun, Size,
 };
 use cachalot_daemon::format_size;
 use clap::Subcommand;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 #[derive(Subcommand, Debug)]
 pub enum ReplicationCmd {
@@ -368,7 +368,7 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             Ok(())
         }
         ReplicationCmd::Break { name } => {
-            let r = ctx.call("repl.break", json!({ "name": name }))?;
+            let r = ctx.send(&ReplBreak { name: name.clone() })?;
             println!(
                 "replication {name} broken off: {} is no longer updated and can be used on its own (its last replicated snapshot: {}); `replication resync {name}` rolls it back and resumes",
                 r["target"].as_str().unwrap_or("?"),
@@ -382,7 +382,10 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
             name,
         } => reverse(ctx, &name, address.as_deref(), force),
         ReplicationCmd::Resync { force, name } => {
-            let r = ctx.call("repl.resync", json!({ "name": name, "force": force }))?;
+            let r = ctx.send(&ReplResync {
+                name: name.clone(),
+                force,
+            })?;
             for d in r["destroyed"].as_array().into_iter().flatten() {
                 println!("destroyed: {}", d.as_str().unwrap_or("?"));
             }
@@ -396,10 +399,11 @@ pub fn run(ctx: &mut Ctx, cmd: ReplicationCmd) -> CmdResult {
 }
 
 fn reverse(ctx: &mut Ctx, name: &str, address: Option<&str>, force: bool) -> CmdResult {
-    let r = ctx.call(
-        "repl.reverse",
-        json!({ "name": name, "address": address, "force": force }),
-    )?;
+    let r = ctx.send(&ReplReverse {
+        name: name.into(),
+        address: address.map(str::to_string),
+        force,
+    })?;
     for d in r["destroyed"].as_array().into_iter().flatten() {
         println!("destroyed: {}", d.as_str().unwrap_or("?"));
     }

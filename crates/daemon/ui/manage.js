@@ -93,7 +93,12 @@
   const myCloneCli = () => `cachalot mysql clone --replica-of ${sh($("m-my-clone-of").value)}` +
     ($("m-my-clone-mp").value ? ` --mountpoint ${sh($("m-my-clone-mp").value)}` : "") +
     ` ${sh($("m-my-clone-src").value)} ${sh($("m-my-clone-target").value)}`;
+  const sendCli = () => `cachalot send ${$("m-send-from").value ? `-i ${sh("@" + $("m-send-from").value.split("@")[1])} ` : ""}` +
+    `${sh($("m-send-src").value)} > ${sh($("m-send-file").value)}`;
+  const advCli = () => `cachalot mysql advise --socket ${sh($("m-adv-sock").value)}` + ($("m-adv-fs").value ? ` ${sh($("m-adv-fs").value)}` : "");
   function showClis() {
+    $("m-send-cli").textContent = sendCli();
+    $("m-adv-cli").textContent = advCli();
     $("m-my-take-cli").textContent = myTakeCli();
     $("m-my-clone-cli").textContent = myCloneCli();
     $("m-vol-cli").textContent = volCli();
@@ -149,6 +154,7 @@
           `<button data-act="export-pool" data-name="${esc(p.name)}">Export…</button> ` +
           `<button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
       }).join("");
+    options($("m-dev-pool"), pools.map((p) => p.name));
     const scanning = details.some((d) => d && d.scrub && d.scrub.state === "scanning");
     clearTimeout(poolsTimer);
     poolsTimer = scanning && !$("page-manage").hidden ? setTimeout(refreshPools, 2000) : null;
@@ -203,7 +209,8 @@
     $("m-snaps").innerHTML = "<tr><th>SNAPSHOT</th><th>USED</th><th>CREATED</th><th></th></tr>" +
       snaps.map((s) => `<tr data-snap="${esc(s.name)}"><td>${esc(s.name)}</td><td>${size(s.used)}</td>` +
         `<td>${new Date(Number(s.props.creation.raw) * 1000).toLocaleString()}</td>` +
-        `<td><button data-act="rollback" data-name="${esc(s.name)}">Roll back…</button> ` +
+        `<td><button data-act="diff" data-name="${esc(s.name)}">Diff…</button> ` +
+        `<button data-act="rollback" data-name="${esc(s.name)}">Roll back…</button> ` +
         `<button data-act="destroy-snap" data-name="${esc(s.name)}">Destroy…</button></td></tr>`).join("");
     const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
     options($("m-snap-ds"), fss);
@@ -212,6 +219,8 @@
     options($("m-repl-src"), fss);
     options($("m-blk-vol"), dss.filter((d) => d.type === "volume").map((d) => d.name));
     options($("m-clone-src"), snaps.map((s) => s.name));
+    options($("m-send-src"), snaps.map((s) => s.name));
+    sendFromOptions();
     showClis();
   }
 
@@ -230,6 +239,105 @@
     const cli = `cachalot rollback ${newer.length ? "-r " : ""}${sh(name)}`;
     confirmDialog(`Roll ${fs} back to ${snap}?`, lines, cli, "Roll back",
       () => act(cli, [() => call("POST", `/snapshots/${enc(name)}/rollback`, { recursive: newer.length > 0 })]));
+  }
+
+  // Snapshot diff: the panel compares a snapshot with its filesystem now or a
+  // later snapshot of it, as `cachalot diff`.
+  const diffCli = () => `cachalot diff ${sh($("m-diff-from").textContent)}` +
+    ($("m-diff-to").value ? ` ${sh($("m-diff-to").value)}` : "");
+  function openDiff(name) {
+    const fs = name.split("@")[0];
+    const mine = snaps.filter((s) => s.name.startsWith(fs + "@")).map((s) => s.name);
+    const later = mine.slice(mine.indexOf(name) + 1);
+    $("m-diff-from").textContent = name;
+    $("m-diff-to").innerHTML = [`<option value="">${esc(fs)} (now)</option>`]
+      .concat(later.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`)).join("");
+    $("m-diff-rows").innerHTML = "";
+    $("m-diff").hidden = false;
+    showDiff();
+  }
+  async function showDiff() {
+    const from = $("m-diff-from").textContent;
+    const to = $("m-diff-to").value;
+    $("m-diff-cli").textContent = diffCli();
+    try {
+      const v = await call("GET", `/snapshots/${enc(from)}/diff` + (to ? `?to=${enc(to)}` : ""));
+      const label = { M: "modified", "+": "created", "-": "removed", R: "renamed" };
+      $("m-diff-rows").innerHTML = "<tr><th>CHANGE</th><th>TYPE</th><th>PATH</th></tr>" +
+        (v.changes.length ? v.changes.map((c) => `<tr><td title="${label[c.change]}">${esc(c.change)}</td><td>${esc(c.type)}</td>` +
+          `<td>${esc(c.path)}${c.new_path ? " → " + esc(c.new_path) : ""}</td></tr>`).join("")
+          : "<tr><td colspan=3>no changes</td></tr>");
+    } catch (e) {
+      say("Refused: " + e.message, true);
+    }
+  }
+
+  // The older snapshots of the one to send, for an incremental stream.
+  function sendFromOptions() {
+    const src = $("m-send-src").value, fs = src.split("@")[0];
+    const mine = snaps.filter((s) => s.name.startsWith(fs + "@")).map((s) => s.name);
+    const older = mine.slice(0, Math.max(0, mine.indexOf(src)));
+    const keep = $("m-send-from").value;
+    $("m-send-from").innerHTML = ['<option value="">(full stream)</option>']
+      .concat(older.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`)).join("");
+    if (older.includes(keep)) $("m-send-from").value = keep;
+  }
+
+  // A send job into a new file, its progress from the job's events.
+  function sendSnapshot() {
+    const body = { file: $("m-send-file").value };
+    if ($("m-send-from").value) body.from = $("m-send-from").value;
+    const bar = $("m-send-progress"), step = $("m-send-step");
+    act(sendCli(), [async () => {
+      const job = await call("POST", `/snapshots/${enc($("m-send-src").value)}/send`, body);
+      bar.hidden = false;
+      await new Promise((resolve, reject) => {
+        const es = new EventSource(`/api/v1/jobs/${job.id}/events`);
+        es.addEventListener("progress", (e) => { bar.value = JSON.parse(e.data).progress || 0; });
+        es.addEventListener("done", (e) => { es.close(); bar.value = 1; step.textContent = `done: ${size(JSON.parse(e.data).detail.bytes)} written`; resolve(); });
+        es.addEventListener("failed", (e) => { es.close(); step.textContent = "failed"; reject(new Error(JSON.parse(e.data).error)); });
+        es.addEventListener("gone", () => { es.close(); reject(new Error(`job ${job.id} is gone`)); });
+      });
+    }]);
+  }
+
+  // Device changes of the Devices box, each confirmed with its CLI command.
+  function deviceAction(kind) {
+    const pool = $("m-dev-pool").value, dev = $("m-dev-old").value.trim(), nu = $("m-dev-new").value.trim();
+    const sz = $("m-dev-size").value.trim(), spec = $("m-dev-spec").value.split(/[\s,]+/).filter(Boolean);
+    const base = `/pools/${enc(pool)}/devices/${enc(dev)}`;
+    const plan = {
+      replace: [`cachalot pool replace -s ${sh(sz)} ${sh(pool)} ${sh(dev)}${nu ? " " + sh(nu) : ""}`,
+        [`${dev} is replaced by ${nu || "a new disk at its path"}, resilvered in the background`, `${dev} leaves pool ${pool} when the resilver ends`],
+        () => call("POST", `/pools/${enc(pool)}/replace`, nu ? { old: dev, new: nu, size: sz } : { old: dev, size: sz })],
+      attach: [`cachalot pool attach -s ${sh(sz)} ${sh(pool)} ${sh(dev)} ${sh(nu)}`,
+        [`${nu} becomes a mirror of ${dev}, resilvered in the background`],
+        () => call("POST", `${base}/attach`, { new: nu, size: sz })],
+      detach: [`cachalot pool detach ${sh(pool)} ${sh(dev)}`,
+        [`${dev} leaves its mirror in pool ${pool}: one copy fewer of its data (refused when it is the last)`],
+        () => call("POST", `${base}/detach`)],
+      remove: [`cachalot pool remove ${sh(pool)} ${sh(dev)}`,
+        [`${dev} leaves pool ${pool} (a cache, log or spare device; refused for a data device)`],
+        () => call("DELETE", base)],
+      add: [`cachalot pool add -s ${sh(sz)} ${sh(pool)} ${spec.map(sh).join(" ")}`,
+        [`${spec.join(" ")} is added to pool ${pool}`, "a data vdev cannot be removed again"],
+        () => call("POST", `/pools/${enc(pool)}/devices`, { vdevs: spec, size: sz })],
+    }[kind];
+    confirmDialog(`${kind[0].toUpperCase() + kind.slice(1)} in pool ${pool}?`, plan[1], plan[0],
+      kind[0].toUpperCase() + kind.slice(1), () => act(plan[0], [plan[2]]));
+  }
+
+  // my.cnf and dataset advice for a running server, as rows.
+  async function advise() {
+    const body = { socket: $("m-adv-sock").value };
+    if ($("m-adv-fs").value) body.fs = $("m-adv-fs").value;
+    let v = null;
+    await act(advCli(), [async () => { v = await call("POST", "/mysql/advise", body); }]);
+    if (!v) return;
+    const rows = v.advice || [];
+    $("m-adv-rows").innerHTML = `<tr><th colspan=3>${esc(v.version)}, datadir on ${esc(v.datadir_dataset)}</th></tr>` +
+      "<tr><th>KIND</th><th>SETTING</th><th>WHY</th></tr>" +
+      rows.map((r) => `<tr><td>${esc(r.kind)}</td><td>${esc(r.setting || "")}</td><td>${esc(r.reason || "")}</td></tr>`).join("");
   }
 
   // Restore a MySQL snapshot set: every member is rolled back; newer snapshots go too.
@@ -276,6 +384,7 @@
     if (!b) return;
     const name = b.dataset.name;
     if (b.dataset.act === "rollback") { rollback(name); return; }
+    if (b.dataset.act === "diff") { openDiff(name); return; }
     if (b.dataset.act === "my-restore") { myRestore(name); return; }
     if (b.dataset.act === "mount") {
       const mp = b.closest("tr").querySelector("input.mp").value.trim();
@@ -377,6 +486,7 @@
       address: $("m-pair-addr").value.trim(), token: $("m-pair-token").value.trim() })]);
     for (const id of ["m-pool-name", "m-pool-files", "m-pool-size", "m-imp-name", "m-imp-dir", "m-prop-ds", "m-prop-name", "m-prop-value", "m-mysql-parent", "m-snap-ds", "m-snap-name", "m-clone-src", "m-clone-target", "m-nfs-ds", "m-nfs-opts", "m-vol-name", "m-vol-size", "m-blk-vol", "m-blk-proto",
       "m-repl-name", "m-repl-src", "m-pair-addr", "m-repl-target", "m-repl-schedule", "m-repl-paused",
+      "m-send-src", "m-send-from", "m-send-file", "m-adv-sock", "m-adv-fs",
       "m-my-sock", "m-my-ds", "m-my-snap", "m-my-clone-src", "m-my-clone-target", "m-my-clone-mp", "m-my-clone-of"]) {
       $(id).oninput = showClis;
       $(id).onchange = showClis;
@@ -398,6 +508,12 @@
       ]);
     };
     $("m-snap-take").onclick = () => act(snapCli(), [() => call("POST", "/snapshots", { names: [$("m-snap-ds").value + "@" + $("m-snap-name").value] })]);
+    $("m-diff-go").onclick = showDiff;
+    for (const k of ["replace", "attach", "detach", "remove", "add"]) $("m-dev-" + k).onclick = () => deviceAction(k);
+    $("m-send-go").onclick = sendSnapshot;
+    $("m-send-src").addEventListener("change", sendFromOptions);
+    $("m-adv-go").onclick = advise;
+    $("m-diff-to").addEventListener("change", () => { $("m-diff-cli").textContent = diffCli(); });
     $("m-clone-go").onclick = () => act(cloneCli(), [() => call("POST", `/snapshots/${enc($("m-clone-src").value)}/clone`, { target: $("m-clone-target").value })]);
     $("m-nfs-share").onclick = () => act(nfsCli(), [() => call("PUT", "/shares/nfs/" + enc($("m-nfs-ds").value), { options: $("m-nfs-opts").value })]);
     $("m-vol-create").onclick = () => act(volCli(), [() => call("POST", "/datasets", { name: $("m-vol-name").value, volume_size: $("m-vol-size").value })]);

@@ -12,7 +12,7 @@ pub mod zil;
 
 pub use cache::{BlockCache, BlockKey, CachePolicy};
 pub use objset::{
-    traverse, Accounting, ObjError, ObjectInfo, ObjectSet, ObjsetProps, ReadFrom, ReplayReport,
-    Result,
+    changed_objects, traverse, Accounting, ChangedObjects, ObjError, ObjectInfo, ObjectSet,
+    ObjsetProps, ReadFrom, ReplayReport, Result,
 };
 pub use payload::Payload;

@@ -48,7 +48,7 @@ pub use read::ReadFrom;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 pub use sync::FreeFn;
-pub use traverse::traverse;
+pub use traverse::{changed_objects, traverse, ChangedObjects};
 
 /// Errors of the object layer.
 #[derive(Debug, thiserror::Error)]

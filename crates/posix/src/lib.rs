@@ -14,6 +14,7 @@
 //!
 //! The on-disk layout is documented in docs/on-disk-format.md ("POSIX layer").
 
+pub mod diff;
 pub mod dir;
 pub mod error;
 pub mod fs;

@@ -197,6 +197,8 @@ impl Fs {
         let now = Timespec::now();
         let mut ino = Inode::new(mode, who.uid, who.gid, now);
         ino.rdev = rdev;
+        // A file's parent is a hint for snapshot diff's paths (see diff.rs).
+        ino.parent = parent;
         if pino.mode & libc::S_ISGID != 0 {
             ino.gid = pino.gid;
             if kind == FileKind::Directory {
@@ -208,7 +210,6 @@ impl Fs {
             match kind {
                 FileKind::Directory => {
                     ino.nlink = 2;
-                    ino.parent = parent;
                     dir::init(&tx, obj)?;
                     st.get(parent)?.nlink += 1;
                 }
@@ -427,6 +428,12 @@ impl Fs {
                 if d_dir == Some(true) {
                     st.reparent(d.obj, dparent, sparent)?;
                 }
+                if !s_dir {
+                    st.get(src.obj)?.parent = dparent;
+                }
+                if d_dir == Some(false) {
+                    st.get(d.obj)?.parent = sparent;
+                }
             }
             st.get(d.obj)?.ctime = now;
         } else {
@@ -447,6 +454,8 @@ impl Fs {
             dir::remove(&tx, sparent, sname)?;
             if s_dir && sparent != dparent {
                 st.reparent(src.obj, sparent, dparent)?;
+            } else if !s_dir {
+                st.get(src.obj)?.parent = dparent;
             }
         }
         st.get(src.obj)?.ctime = now;

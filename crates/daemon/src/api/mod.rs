@@ -13,6 +13,7 @@
 //!   valid token (see [`tokens`]). The one exception is the first token itself,
 //!   made once from the root-only setup code ([`setup_routes`], not an op).
 
+pub mod analytics_routes;
 pub mod device_routes;
 pub mod error;
 pub mod extract;
@@ -26,6 +27,7 @@ pub mod requests;
 pub mod routes;
 pub mod setup_routes;
 pub mod share_routes;
+pub mod snapshot_routes;
 pub mod tls;
 pub mod tokens;
 

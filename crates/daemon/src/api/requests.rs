@@ -66,6 +66,13 @@ mod tests {
         check::<SnapRollback>();
         check::<SnapClone>();
         check::<SnapPromote>();
+        check::<SnapDiff>();
+        check::<SnapHold>();
+        check::<SnapRelease>();
+        check::<SnapHolds>();
+        check::<ReplBreak>();
+        check::<ReplResync>();
+        check::<ReplReverse>();
         check::<ShareList>();
         check::<AnalyticsList>();
         check::<AnalyticsShow>();

@@ -633,8 +633,11 @@ pub struct ShowQuery {
     responses((status = 200, description = "Totals and the breakdown", body = Value),
               (status = "4XX", description = "Bad query", body = ErrorBody)))]
 async fn analytics_show(State(d): D, Q(q): Q<ShowQuery>) -> ApiResult {
-    run(
-        d,
+    run(d, AnalyticsShow::from(q)).await
+}
+
+impl From<ShowQuery> for AnalyticsShow {
+    fn from(q: ShowQuery) -> AnalyticsShow {
         AnalyticsShow {
             stat: q.stat,
             by: q.by,
@@ -643,9 +646,8 @@ async fn analytics_show(State(d): D, Q(q): Q<ShowQuery>) -> ApiResult {
             from: q.from,
             to: q.to,
             top: q.top,
-        },
-    )
-    .await
+        }
+    }
 }
 
 // ---- jobs ----
@@ -743,8 +745,10 @@ fn build() -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(list_jobs))
         .routes(routes!(get_job))
         .routes(routes!(openapi_json));
+    let r = super::snapshot_routes::add(super::device_routes::add(r));
+    let r = super::analytics_routes::add(r);
     super::setup_routes::add(super::mount_routes::add(super::mysql_routes::add(
-        super::share_routes::add(super::job_routes::add(super::device_routes::add(r))),
+        super::share_routes::add(super::job_routes::add(r)),
     )))
 }
 

@@ -5,8 +5,9 @@
 //! - `GET /api/v1/replication` (and `/{name}`) lists relationships with their lag,
 //!   `POST /api/v1/replication` creates one (the CLI's `replication create`
 //!   request), `DELETE /api/v1/replication/{name}` destroys one, and
-//!   `POST /api/v1/replication/{name}/run|pause|resume` act on one (`run` sends
-//!   to the peer now);
+//!   `POST /api/v1/replication/{name}/run|pause|resume|break|resync|reverse`
+//!   act on one (`run` sends to the peer now; the last three are the CLI's
+//!   failover, resync and failback requests);
 //! - `GET /api/v1/peers` lists the paired appliances, `POST /api/v1/peers/token`
 //!   makes a one-time pairing token here (the CLI's `replication pair`) and
 //!   `POST /api/v1/peers` pairs with another appliance using the token it made
@@ -19,15 +20,17 @@
 
 use super::error::ErrorBody;
 use super::requests::{
-    DsSet, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause, ReplPeers,
-    ReplResume, ReplRun,
+    DsSet, ReplBreak, ReplCreate, ReplDestroy, ReplList, ReplPair, ReplPairToken, ReplPause,
+    ReplPeers, ReplResume, ReplResync, ReplReverse, ReplRun,
 };
 use super::routes::{run, Auth, Body, NoBody};
 use crate::daemon::Daemon;
 use axum::extract::{Path, State};
 use axum::Json;
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
+use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -185,6 +188,90 @@ async fn resume_replication(
     run(d, ReplResume { name }).await
 }
 
+/// Break a relationship off: the target stops being updated and can be used
+/// on its own (a failover); `resync` rolls it back and resumes.
+#[utoipa::path(post, path = "/api/v1/replication/{name}/break", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")), security(("token" = [])),
+    responses((status = 200, description = "Broken off: {target, last_snapshot}", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn break_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    _b: Body<NoBody>,
+) -> ApiResult {
+    run(d, ReplBreak { name }).await
+}
+
+/// Options of a resync or a reverse.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResyncBody {
+    /// Go ahead although the rollback destroys snapshots or changes (without
+    /// it the refusal lists them and nothing changes).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Roll a broken-off or diverged target back to the newest common snapshot
+/// and resume the relationship.
+#[utoipa::path(post, path = "/api/v1/replication/{name}/resync", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")),
+    request_body = ResyncBody, security(("token" = [])),
+    responses((status = 200, description = "Resynced: {common, destroyed}", body = Value),
+              (status = "4XX", description = "Refused (would lose data without force); nothing changed", body = ErrorBody)))]
+async fn resync_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    Body(b): Body<ResyncBody>,
+) -> ApiResult {
+    run(
+        d,
+        ReplResync {
+            name,
+            force: b.force,
+        },
+    )
+    .await
+}
+
+/// How to reverse a relationship.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReverseBody {
+    /// `HOST:PORT` of the new target's listener (default: the paired address).
+    #[serde(default)]
+    pub address: Option<String>,
+    /// Go ahead although the old source loses snapshots or changes.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// Reverse a relationship (failback): its target becomes the source.
+#[utoipa::path(post, path = "/api/v1/replication/{name}/reverse", tag = "replication",
+    params(("name" = String, Path, description = "relationship name")),
+    request_body = ReverseBody, security(("token" = [])),
+    responses((status = 200, description = "Reversed: {source, target, common, destroyed}", body = Value),
+              (status = "4XX", description = "Refused; nothing changed", body = ErrorBody)))]
+async fn reverse_replication(
+    State(d): D,
+    _a: Auth,
+    Path(name): Path<String>,
+    Body(b): Body<ReverseBody>,
+) -> ApiResult {
+    let ReverseBody { address, force } = b;
+    run(
+        d,
+        ReplReverse {
+            name,
+            address,
+            force,
+        },
+    )
+    .await
+}
+
 /// The paired appliances: key fingerprint, address, when paired.
 #[utoipa::path(get, path = "/api/v1/peers", tag = "replication",
     responses((status = 200, description = "One row per paired appliance", body = Value)))]
@@ -221,6 +308,9 @@ pub fn add(r: OpenApiRouter<Arc<Daemon>>) -> OpenApiRouter<Arc<Daemon>> {
         .routes(routes!(run_replication))
         .routes(routes!(pause_replication))
         .routes(routes!(resume_replication))
+        .routes(routes!(break_replication))
+        .routes(routes!(resync_replication))
+        .routes(routes!(reverse_replication))
         .routes(routes!(list_peers, pair_peer))
         .routes(routes!(pair_token))
 }

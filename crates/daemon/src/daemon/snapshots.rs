@@ -1,6 +1,7 @@
 //! Snapshot operations of the daemon: `snap.create` (several names, -r: one atomic
 //! snapshot), `snap.destroy` (`force`: release holds first), `snap.hold`,
-//! `snap.release`, `snap.holds`, `snap.rollback`, `snap.clone`, `snap.promote`, and the
+//! `snap.release`, `snap.holds`, `snap.rollback`, `snap.clone`, `snap.promote`,
+//! `snap.diff` (the changed paths between two states, as zfs diff), and the
 //! snapshot rows of `ds.list -t snapshot`.
 //!
 //! Invariant: every name is validated here before the store sees it; names of
@@ -29,6 +30,45 @@ pub(crate) fn split_snapshot_name(full: &str) -> Result<(&str, &str), String> {
         ));
     }
     Ok((fs, snap))
+}
+
+/// `snap.diff`: the changes from snapshot `from` to `to` (a later snapshot of
+/// its filesystem, or the filesystem as of a commit made now), one row per
+/// changed path: `change` (M + - R, as zfs diff), `type` (zfs diff -F's
+/// letter), `path` from the filesystem's root and, for a rename, `new_path`.
+fn snapshot_diff(store: &Store, from: &str, to: &str) -> OpResult {
+    let (a, b) = store.diff_states(from, to).map_err(se)?;
+    let d = cachalot_posix::diff::diff(&a, &b).map_err(|e| format!("diff of '{from}': {e}"))?;
+    let rows: Vec<Value> = d
+        .changes
+        .iter()
+        .map(|c| {
+            let mut row = json!({
+                "change": c.kind.code().to_string(),
+                "type": type_letter(c.file_kind),
+                "path": c.path,
+            });
+            if let Some(n) = &c.new_path {
+                row["new_path"] = json!(n);
+            }
+            row
+        })
+        .collect();
+    Ok(json!({ "from": from, "to": to, "changes": rows }))
+}
+
+/// The file type letter of `zfs diff -F`.
+fn type_letter(k: cachalot_posix::FileKind) -> &'static str {
+    use cachalot_posix::FileKind as K;
+    match k {
+        K::Regular => "F",
+        K::Directory => "/",
+        K::Symlink => "@",
+        K::Fifo => "|",
+        K::Socket => "=",
+        K::BlockDevice => "B",
+        K::CharDevice => "C",
+    }
 }
 
 impl Daemon {
@@ -133,6 +173,17 @@ impl Daemon {
                 validate_dataset_name(&name)?;
                 self.store(pool_of(&name))?.promote(&name).map_err(se)?;
                 Ok(json!({ "name": name }))
+            }
+            "snap.diff" => {
+                let name = a.str("name")?;
+                let (fs, _) = split_snapshot_name(&name)?;
+                let to = a.opt_str("to")?.unwrap_or_else(|| fs.to_string());
+                match to.split_once('@') {
+                    Some(_) => split_snapshot_name(&to).map(|_| ())?,
+                    None => validate_dataset_name(&to)?,
+                }
+                let store = self.snap_store(&name)?;
+                snapshot_diff(&store, &name, &to)
             }
             op => Err(format!("unknown operation '{op}'")),
         }

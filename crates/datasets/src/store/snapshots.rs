@@ -447,20 +447,74 @@ impl Store {
         self.check_live()?;
         let st = self.state.lock();
         let (id, idx) = self.find_snapshot(&st, full)?;
-        let rec = &st.catalog.datasets[&id];
+        let root = st.catalog.datasets[&id].snapshots[idx].objset;
+        self.readonly_dataset(&st, id, full, &root)
+    }
+
+    /// A read-only handle named `name` on object-set root `root` of dataset `id`.
+    fn readonly_dataset(
+        &self,
+        st: &State,
+        id: u64,
+        name: &str,
+        root: &cachalot_pool::BlkPtr,
+    ) -> Result<Arc<Dataset>> {
         let os = ObjectSet::open_fresh_log(
             self.cache.clone(),
             resolve_objset_props(&st.catalog, id),
-            &rec.snapshots[idx].objset,
+            root,
             self.open_txg(),
         )?;
         Ok(Arc::new(Dataset::new_readonly(
             id,
-            full.to_string(),
-            rec.kind,
+            name.to_string(),
+            st.catalog.datasets[&id].kind,
             os,
             self.me.clone(),
         )))
+    }
+
+    /// The two read-only states a snapshot diff compares: filesystem snapshot
+    /// `from` (FS@SNAP) and `to`, a later snapshot of FS or FS itself as of a
+    /// commit made now (what was written before the call is in it). Refused,
+    /// reading nothing, when `to` is another filesystem's or not later.
+    pub fn diff_states(&self, from: &str, to: &str) -> Result<(Arc<Dataset>, Arc<Dataset>)> {
+        let (fs, _) = split_snapshot(from)?;
+        let a = self.snapshot_record(from)?;
+        let to_fs = to.split_once('@').map_or(to, |(f, _)| f);
+        if to_fs != fs {
+            return Err(StoreError::Invalid(format!(
+                "'{to}' is neither '{fs}' nor one of its snapshots"
+            )));
+        }
+        if to != fs && self.snapshot_record(to)?.txg <= a.txg {
+            return Err(StoreError::Invalid(format!(
+                "'{to}' is not later than '{from}'"
+            )));
+        }
+        if to == fs {
+            self.sync()?;
+        }
+        let st = self.state.lock();
+        let (id, idx) = self.find_snapshot(&st, from)?;
+        let rec = &st.catalog.datasets[&id];
+        if rec.kind != DatasetKind::Filesystem {
+            return Err(StoreError::Invalid(format!(
+                "'{fs}' is a volume: diff compares filesystems"
+            )));
+        }
+        let a_root = rec.snapshots[idx].objset;
+        let b_root = match to.split_once('@') {
+            Some(_) => {
+                let (_, j) = self.find_snapshot(&st, to)?;
+                rec.snapshots[j].objset
+            }
+            None => rec.objset,
+        };
+        Ok((
+            self.readonly_dataset(&st, id, from, &a_root)?,
+            self.readonly_dataset(&st, id, to, &b_root)?,
+        ))
     }
 }
 
