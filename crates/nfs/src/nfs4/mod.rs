@@ -223,7 +223,7 @@ pub fn compound(
     if let Some(g) = guard {
         g.finish(&res.buf);
     }
-    account(ctx, stats, client, &name.done(), start.elapsed());
+    account(ctx, stats, client, name.done(), start.elapsed());
     Ok(res.buf)
 }
 
@@ -237,40 +237,69 @@ fn put_u32(w: &mut Writer, at: usize, v: u32) {
 /// operations joined by `+` (`v4.putfh+write+getattr`), the leading SEQUENCE
 /// left out (every COMPOUND in a session has it), at most `MAX_NAMED` of them
 /// (then `+...`), so a COMPOUND of hundreds of operations makes a short key.
-/// (The name so far, operations named.)
-#[derive(Default)]
-struct OpsName(String, usize);
+/// Built in place, with no allocation per COMPOUND (the `String` it was
+/// cost a few percent of a 1-byte READ's CPU).
+struct OpsName {
+    buf: [u8; OpsName::CAP],
+    len: usize,
+    /// Operations named so far.
+    named: usize,
+}
+
+impl Default for OpsName {
+    fn default() -> Self {
+        OpsName {
+            buf: [0; OpsName::CAP],
+            len: 0,
+            named: 0,
+        }
+    }
+}
 
 impl OpsName {
     const MAX_NAMED: usize = 8;
+    /// The longest operation name without `v4.` (`bind_conn_to_session`).
+    const MAX_OP: usize = 20;
+    /// `v4.`, `MAX_NAMED` names joined by `+`, then `+...`.
+    const CAP: usize = 3 + Self::MAX_NAMED * (Self::MAX_OP + 1) + 4;
+
+    fn append(&mut self, s: &str) {
+        // Never cut short: CAP holds the longest name (a test checks MAX_OP).
+        let end = (self.len + s.len()).min(Self::CAP);
+        self.buf[self.len..end].copy_from_slice(&s.as_bytes()[..end - self.len]);
+        self.len = end;
+    }
 
     fn push(&mut self, opnum: u32) {
-        if self.0.is_empty() {
-            self.0.push_str("v4.");
+        if self.len == 0 {
+            self.append("v4.");
             if opnum == OP_SEQUENCE {
                 return;
             }
         }
-        self.1 += 1;
-        let op = stat_name(opnum).trim_start_matches("v4.");
-        match self.1 {
-            1 => self.0.push_str(op),
+        self.named += 1;
+        // Every name is `v4.NAME` (a test checks).
+        let op = stat_name(opnum).get(3..).unwrap_or_default();
+        match self.named {
+            1 => self.append(op),
             k if k <= Self::MAX_NAMED => {
-                self.0.push('+');
-                self.0.push_str(op);
+                self.append("+");
+                self.append(op);
             }
-            k if k == Self::MAX_NAMED + 1 => self.0.push_str("+..."),
+            k if k == Self::MAX_NAMED + 1 => self.append("+..."),
             _ => {}
         }
     }
 
     /// The name ("" for a COMPOUND of no operation; a lone SEQUENCE, a
     /// lease renewal, is `v4.sequence`).
-    fn done(mut self) -> String {
-        if self.1 == 0 && !self.0.is_empty() {
-            self.0.push_str("sequence");
+    fn done(&mut self) -> &str {
+        if self.named == 0 && self.len > 0 {
+            self.append("sequence");
+            self.named = 1;
         }
-        self.0
+        // Only ASCII names are ever appended.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
     }
 }
 
@@ -494,7 +523,7 @@ mod tests {
         for op in ops {
             n.push(*op);
         }
-        n.done()
+        n.done().to_string()
     }
 
     #[test]
@@ -510,5 +539,17 @@ mod tests {
         // Hundreds of operations make a short key.
         let long = name(&[OP_LOOKUP; 300]);
         assert_eq!(long, format!("v4.lookup{}+...", "+lookup".repeat(7)));
+        // The longest names fit whole: the buffer holds MAX_NAMED of the longest.
+        assert!((0..=OP_ILLEGAL).all(|op| stat_name(op).starts_with("v4.")));
+        let longest = (0..=OP_RECLAIM_COMPLETE)
+            .map(|op| stat_name(op).len() - "v4.".len())
+            .max();
+        assert_eq!(longest, Some(OpsName::MAX_OP));
+        let widest = name(&[OP_BIND_CONN_TO_SESSION; 9]);
+        let want = format!(
+            "v4.bind_conn_to_session{}+...",
+            "+bind_conn_to_session".repeat(7)
+        );
+        assert_eq!(widest, want);
     }
 }

@@ -100,10 +100,29 @@ struct ClientRec {
     /// cache of CREATE_SESSION, RFC 8881 section 18.36.4).
     cs_seq: u32,
     cs_reply: Option<(Vec<u8>, [u8; 16])>,
-    renewed: Instant,
+    /// When the client was last heard from; its sessions share it, so
+    /// SEQUENCE renews the lease without the state lock.
+    renewed: Arc<Renewed>,
     reclaim_complete: bool,
     /// The address it last called from (analytics).
     addr: String,
+}
+
+/// When a client was last heard from: nanoseconds since the state's epoch
+/// ([`State::nanos`]), only ever moved forward, so a COMPOUND that read the
+/// clock before another's renewal cannot move it back.
+struct Renewed(AtomicU64);
+
+impl Renewed {
+    fn at(t: u64) -> Arc<Renewed> {
+        Arc::new(Renewed(AtomicU64::new(t)))
+    }
+    fn renew(&self, t: u64) {
+        self.0.fetch_max(t, Ordering::Relaxed);
+    }
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// The reply remembered by a slot.
@@ -126,6 +145,8 @@ pub struct Session {
     pub clientid: u64,
     pub fore: ChannelAttrs,
     slots: Vec<Mutex<Slot>>,
+    /// Its client's lease (the client record's).
+    renewed: Arc<Renewed>,
     /// The reply cache memory of `slots`, given back when the session goes.
     cache: Reservation,
 }
@@ -166,7 +187,11 @@ pub struct State {
     grace: Mutex<Grace>,
     /// The stable record of clients that may reclaim after a restart.
     record: Option<PathBuf>,
-    last_expire: Mutex<Instant>,
+    /// The instant lease times count from ([`State::nanos`]).
+    epoch: Instant,
+    /// When [`State::expire`] last looked for expired clients (nanoseconds
+    /// since `epoch`): an atomic, as every COMPOUND reads it.
+    last_expire: AtomicU64,
     locks_stat: Stat,
     /// The reply cache budget the sessions reserve from.
     pub budget: Arc<Budget>,
@@ -304,10 +329,21 @@ impl State {
             owner: format!("cachalot:{}", host.trim()).into_bytes(),
             grace: Mutex::new(grace),
             record,
-            last_expire: Mutex::new(Instant::now()),
+            epoch: Instant::now(),
+            last_expire: AtomicU64::new(0),
             locks_stat: reg.stat("nfs.locks", dims),
             budget: Budget::new(budget),
         }
+    }
+
+    /// `t` in nanoseconds since the state's epoch (0 before it).
+    fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// How long ago (from now) a client was last heard from.
+    fn silent_for(&self, r: &Renewed) -> Duration {
+        Duration::from_nanos(self.nanos(Instant::now()).saturating_sub(r.get()))
     }
 
     /// Run `f` on the open and lock table.
@@ -385,18 +421,23 @@ impl State {
     /// Drop the clients whose lease ran out (at most once a second): their
     /// sessions, opens and locks go with them.
     pub fn expire(&self, now: Instant) {
+        let now = self.nanos(now);
+        let last = self.last_expire.load(Ordering::Relaxed);
+        let every = Duration::from_secs(1).min(self.lease / 4).as_nanos() as u64;
+        // One COMPOUND a period looks; the others go on at once.
+        if now.saturating_sub(last) < every
+            || self
+                .last_expire
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
         {
-            let mut last = self.last_expire.lock();
-            if now.saturating_duration_since(*last) < Duration::from_secs(1).min(self.lease / 4) {
-                return;
-            }
-            *last = now;
+            return;
         }
         let mut g = self.inner.lock();
         let dead: Vec<(u64, String)> = g
             .clients
             .iter()
-            .filter(|(_, c)| c.renewed.elapsed() > self.lease)
+            .filter(|(_, c)| self.silent_for(&c.renewed) > self.lease)
             .map(|(id, c)| (*id, c.addr.clone()))
             .collect();
         if dead.is_empty() {
@@ -450,7 +491,7 @@ impl State {
             if c.principal != who {
                 return Err(NFS4ERR_PERM);
             }
-            c.renewed = Instant::now();
+            c.renewed.renew(self.nanos(Instant::now()));
             return Ok((
                 id,
                 c.cs_seq.wrapping_add(1),
@@ -462,7 +503,7 @@ impl State {
             let busy = g.table.holds_state(id) || g.sessions.values().any(|s| s.clientid == id);
             let c = &g.clients[&id];
             if c.principal != who {
-                if busy && c.renewed.elapsed() < lease {
+                if busy && self.silent_for(&c.renewed) < lease {
                     return Err(NFS4ERR_CLID_INUSE);
                 }
             } else if c.verifier == a.verifier {
@@ -490,7 +531,7 @@ impl State {
                 confirmed: false,
                 cs_seq: 0,
                 cs_reply: None,
-                renewed: Instant::now(),
+                renewed: Renewed::at(self.nanos(Instant::now())),
                 reclaim_complete: false,
                 addr: addr.to_string(),
             },
@@ -559,7 +600,8 @@ impl State {
         c.cs_seq = a.sequence;
         c.cs_reply = Some((w.buf.clone(), id));
         c.confirmed = true;
-        c.renewed = Instant::now();
+        c.renewed.renew(self.nanos(Instant::now()));
+        let renewed = c.renewed.clone();
         if !was_confirmed {
             // The owner's previous incarnation, if any, loses its state.
             let old: Vec<u64> = g
@@ -589,6 +631,7 @@ impl State {
                 clientid: a.clientid,
                 fore,
                 slots,
+                renewed,
                 cache,
             }),
         );
@@ -597,7 +640,10 @@ impl State {
 
     /// SEQUENCE (RFC 8881 section 18.46.4) for a COMPOUND of `nops` operations
     /// whose arguments hash to `args_hash`, received at `now` (the lease is
-    /// renewed from then; the COMPOUND's clock read, not one more).
+    /// renewed from then; the COMPOUND's clock read, not one more). The state
+    /// lock is held only to find the session (a session exists only while its
+    /// client does, see [`Inner::drop_client`]); the lease is renewed through
+    /// the session's shared timestamp.
     pub fn sequence(
         &self,
         a: &SequenceArgs,
@@ -605,17 +651,10 @@ impl State {
         args_hash: u64,
         now: Instant,
     ) -> SeqOutcome {
-        let session = {
-            let mut g = self.inner.lock();
-            let Some(s) = g.sessions.get(&a.sessionid).cloned() else {
-                return SeqOutcome::Err(NFS4ERR_BADSESSION);
-            };
-            match g.clients.get_mut(&s.clientid) {
-                Some(c) => c.renewed = now,
-                None => return SeqOutcome::Err(NFS4ERR_BADSESSION),
-            }
-            s
+        let Some(session) = self.session(&a.sessionid) else {
+            return SeqOutcome::Err(NFS4ERR_BADSESSION);
         };
+        session.renewed.renew(self.nanos(now));
         let nslots = session.slots.len() as u32;
         if a.slotid >= nslots {
             return SeqOutcome::Err(NFS4ERR_BADSLOT);
