@@ -41,6 +41,7 @@ mod objects;
 pub mod pool_gauges;
 mod pools;
 pub mod replication;
+mod replication_cascade;
 mod replication_cycle;
 mod replication_mysql;
 mod replication_pull;

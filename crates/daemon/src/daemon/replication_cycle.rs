@@ -28,6 +28,7 @@
 //! cycle uses or discards).
 
 use super::replication::{hold_tag, now};
+use super::replication_cascade::relayed_snapshot;
 use super::replication_mysql::send_mysql_record;
 use super::replication_reverse::plan_rollback;
 use super::replication_tree::{gone_messages, member_error, record_members, Progress};
@@ -56,7 +57,9 @@ impl Report {
     /// Record this completed cycle of relationship `name`, started at
     /// `started` (unix seconds), in `s`.
     pub(super) fn record(&self, name: &str, s: &mut Status, started: u64) {
-        let snap_time = super::replication_serve::snapshot_time(name, &self.snapshot);
+        // A relayed snapshot (a cascade) carries its upstream's name.
+        let snap_time = super::replication_serve::snapshot_time(name, &self.snapshot)
+            .or_else(|| super::replication_serve::snapshot_time_any(&self.snapshot));
         s.last_success = Some(now());
         s.last_snapshot = Some(self.snapshot.clone());
         s.last_snapshot_time = snap_time.or(Some(started));
@@ -224,17 +227,9 @@ impl Daemon {
             bytes += sent;
             bases.push(base);
         }
-        let sources: Vec<String> = legs.iter().map(|l| l.source.clone()).collect();
-        let snap = match &rel.mysql {
-            Some(m) => self.mysql_cycle_snapshot(rel, m, &stores)?,
-            None => {
-                // One snapshot of every member at once (as `snapshot -r`).
-                let name = cycle_snapshot_name(&stores, &rel.name, &sources)?;
-                let all: Vec<String> = sources.iter().map(|s| format!("{s}@{name}")).collect();
-                stores[0].snapshot(&all).map_err(se)?;
-                name
-            }
-        };
+        // A filesystem received from upstream is relayed: no snapshot here.
+        let upstream = self.relayed(rel, &legs, &stores)?;
+        let snap = self.cycle_snapshot(rel, &legs, &stores, upstream.as_deref())?;
         progress.legs = legs
             .iter()
             .map(|l| (l.source.clone(), l.target_fs.clone()))
@@ -247,6 +242,16 @@ impl Daemon {
             let full = format!("{}@{snap}", leg.source);
             let from_full = from.as_ref().map(|f| format!("{}@{f}", leg.source));
             let mut sent_leg = || -> Result<u64, String> {
+                if from.as_deref() == Some(snap.as_str()) {
+                    // Relayed, and nothing new from upstream since the last cycle.
+                    messages.push(format!("nothing new from upstream since '{full}'"));
+                    return Ok(0);
+                }
+                if upstream.is_some() {
+                    // Held before the send: upstream's retention may not
+                    // destroy it under the transfer.
+                    self.hold_once(store, &full, &hold_tag(&rel.name))?;
+                }
                 let n = self.transfer(link, leg, |w| {
                     store.send(&full, from_full.as_deref(), w, &mut |_| {})
                 })?;
@@ -267,9 +272,17 @@ impl Daemon {
         let at = now();
         for (leg, store) in legs.iter().zip(&stores) {
             let mut prune = || -> Result<(), String> {
-                link.request(&json!({
+                // A relayed filesystem's snapshots carry upstream's names: the
+                // target keeps of them what this relationship's grid says, and
+                // this side's are upstream's to prune.
+                let mut req = json!({
                     "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep, "now": at,
-                }))?;
+                });
+                if let Some(up) = &upstream {
+                    req["upstream"] = json!(up);
+                    return link.request(&req).map(drop);
+                }
+                link.request(&req)?;
                 let st = link.request(&json!({ "op": "state", "fs": leg.target_fs }))?;
                 let theirs = snapshot_guids(&st);
                 self.prune(store, &leg.source, &rel.name, &rel.keep, at, Some(&theirs))
@@ -283,6 +296,29 @@ impl Daemon {
             secs: t0.elapsed().as_secs_f64(),
             messages,
         })
+    }
+
+    /// This cycle's snapshot of every leg: a `mysql snapshot` of a set, one
+    /// atomic snapshot of the legs (as `snapshot -r`), or, relaying from
+    /// `upstream`, the newest one received (`replication_cascade.rs`).
+    fn cycle_snapshot(
+        &self,
+        rel: &Relationship,
+        legs: &[Relationship],
+        stores: &[Arc<Store>],
+        upstream: Option<&str>,
+    ) -> Result<String, String> {
+        let sources: Vec<String> = legs.iter().map(|l| l.source.clone()).collect();
+        if let Some(up) = upstream {
+            return relayed_snapshot(&stores[0], &sources[0], up);
+        }
+        if let Some(m) = &rel.mysql {
+            return self.mysql_cycle_snapshot(rel, m, stores);
+        }
+        let name = cycle_snapshot_name(stores, &rel.name, &sources)?;
+        let all: Vec<String> = sources.iter().map(|s| format!("{s}@{name}")).collect();
+        stores[0].snapshot(&all).map_err(se)?;
+        Ok(name)
     }
 
     /// `replication break NAME`: no more cycles; the target stays as it is,

@@ -100,6 +100,13 @@ pub(super) fn in_pull(fs: &str, recursive: bool, asked: &str) -> bool {
     asked == fs || (recursive && asked.strip_prefix(fs).is_some_and(|r| r.starts_with('/')))
 }
 
+/// `repl-ANYNAME-YYYYMMDD-HHMMSS` -> unix seconds (a relayed snapshot's).
+pub(super) fn snapshot_time_any(snap: &str) -> Option<u64> {
+    let rel = snap.strip_prefix("repl-")?;
+    let rel = rel.get(..rel.len().checked_sub(16)?)?;
+    snapshot_time(rel, snap)
+}
+
 /// `repl-NAME-YYYYMMDD-HHMMSS` -> unix seconds.
 pub(super) fn snapshot_time(rel: &str, snap: &str) -> Option<u64> {
     let ts = snap.strip_prefix(&snapshot_prefix(rel))?;
@@ -129,11 +136,16 @@ impl Daemon {
         snap: &str,
         tag: &str,
     ) -> Result<(), String> {
-        let full = format!("{fs}@{snap}");
-        if !store.holds(&full).map_err(se)?.iter().any(|t| t == tag) {
-            store.hold(&full, tag).map_err(se)?;
-        }
+        self.hold_once(store, &format!("{fs}@{snap}"), tag)?;
         self.release_holds(store, fs, tag, Some(snap))
+    }
+
+    /// Hold snapshot `full` with `tag` unless it is held so already.
+    pub(super) fn hold_once(&self, store: &Store, full: &str, tag: &str) -> Result<(), String> {
+        if !store.holds(full).map_err(se)?.iter().any(|t| t == tag) {
+            store.hold(full, tag).map_err(se)?;
+        }
+        Ok(())
     }
 
     /// Release `tag` from every snapshot of `fs` but `except`.
@@ -529,7 +541,15 @@ impl Daemon {
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
                 // The source's clock (older sources do not send it).
                 let at = req["now"].as_u64().unwrap_or_else(now);
-                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep, at, None)?;
+                // A cascade's target keeps upstream's snapshots, by their names.
+                let named = match req["upstream"].as_str() {
+                    Some(up) => {
+                        cachalot_replication::relationship::check_name(up)?;
+                        up
+                    }
+                    None => rel,
+                };
+                let gone = self.prune(&*self.ds_store(&fs)?, &fs, named, keep, at, None)?;
                 Ok(json!({ "destroyed": gone }))
             }
             "resume_here" => {
