@@ -41,6 +41,7 @@ mod objects;
 pub mod pool_gauges;
 mod pools;
 pub mod replication;
+mod replication_cascade;
 mod replication_cycle;
 mod replication_mysql;
 mod replication_pull;
@@ -127,6 +128,7 @@ pub const OPS: &[(&str, &[&str])] = &[
         "debug.inject",
         &["name", "device", "ops", "kind", "rate", "clear"],
     ),
+    ("debug.repl_corrupt", &["offset"]),
     (
         "ds.create",
         &[
@@ -384,6 +386,7 @@ impl Daemon {
             "pool.online" => self.pool_offline(&a, true),
             "pool.remove" => self.pool_remove(&a),
             "debug.inject" => self.debug_inject(&a),
+            "debug.repl_corrupt" => self.debug_repl_corrupt(&a),
             "pool.sync" => self.pool_sync(&a),
             "pool.clear" => self.pool_clear(&a),
             "debug.panic" => self.debug_panic(&a),

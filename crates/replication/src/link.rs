@@ -112,9 +112,16 @@ impl Link {
     }
 
     /// After a failed write: the peer's ERROR line, if it sent one before it
-    /// closed the connection (its reason for refusing what we were sending).
+    /// closed the connection (its reason for refusing what we were sending),
+    /// or its TLS alert that what we sent arrived corrupted.
     pub fn read_refusal(&mut self) -> Option<String> {
-        let f = frame::read_frame(&mut self.io).ok()?;
+        let f = match frame::read_frame(&mut self.io) {
+            Ok(f) => f,
+            Err(FrameError::Io(m)) if m.contains(crate::tls::CORRUPTED_IN_TRANSIT) => {
+                return Some(format!("{}: {m}", self.io.peer_addr()))
+            }
+            Err(_) => return None,
+        };
         if f.ty != FrameType::Error {
             return None;
         }
@@ -180,6 +187,7 @@ impl Link {
             at: 0,
             ended: false,
             total: 0,
+            failure: None,
         }
     }
 }
@@ -264,12 +272,20 @@ pub struct DataReader<'a> {
     at: usize,
     ended: bool,
     total: u64,
+    /// Why the stream stopped early (a cut or damaged link, the sender's
+    /// ERROR): a receiver's own error only says the stream is short.
+    failure: Option<String>,
 }
 
 impl DataReader<'_> {
     /// True once END has been read.
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Why the stream stopped before END, if it did (see `failure`).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     /// Stream bytes read so far.
@@ -285,6 +301,16 @@ impl DataReader<'_> {
 
 impl Read for DataReader<'_> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let r = self.read_frames(out);
+        if let Err(e) = &r {
+            self.failure.get_or_insert_with(|| e.to_string());
+        }
+        r
+    }
+}
+
+impl DataReader<'_> {
+    fn read_frames(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.at == self.frame.len() {
             if self.ended || out.is_empty() {
                 return Ok(0);

@@ -339,6 +339,29 @@ impl TlsStream {
     }
 }
 
+/// A TLS error after the handshake, in words. A record that fails its
+/// integrity check here, or the peer's alert that one of ours failed there,
+/// means the link corrupted data in transit: TLS refused it before any of it
+/// was used, and the message says so (the protocol's own checks never see it).
+fn tls_error(e: rustls::Error) -> std::io::Error {
+    use rustls::{AlertDescription, Error};
+    let msg = match &e {
+        Error::DecryptError | Error::InvalidMessage(_) => format!(
+            "the data from the peer was {CORRUPTED_IN_TRANSIT}: a TLS record failed its integrity check ({e}); none of it was used"
+        ),
+        Error::AlertReceived(AlertDescription::BadRecordMac | AlertDescription::DecodeError) => {
+            format!(
+                "the peer received our data {CORRUPTED_IN_TRANSIT}: a TLS record failed its integrity check there ({e}); none of it was used"
+            )
+        }
+        _ => return std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    };
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+}
+
+/// How [`tls_error`] names damage on the link.
+pub const CORRUPTED_IN_TRANSIT: &str = "corrupted in transit";
+
 impl Read for TlsStream {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::io::ErrorKind;
@@ -349,13 +372,17 @@ impl Read for TlsStream {
                 r => return r,
             }
             // No plaintext yet: send what is pending, then wait for records.
-            self.push()?;
+            // A peer that closed its end may have said why first (an ERROR
+            // frame, a TLS alert): a failed send does not stop the read,
+            // unless the link is dead.
+            let pushed = self.push();
+            if self.stalled {
+                pushed?;
+            }
             let r = self.conn.read_tls(&mut self.sock);
             if self.note(r)? == 0 {
                 // TCP closed: rustls reports whether it was a clean close.
-                self.conn
-                    .process_new_packets()
-                    .map_err(std::io::Error::other)?;
+                self.conn.process_new_packets().map_err(tls_error)?;
                 return self.conn.reader().read(buf).map_err(|e| match e.kind() {
                     ErrorKind::WouldBlock => ErrorKind::UnexpectedEof.into(),
                     _ => e,
@@ -363,7 +390,7 @@ impl Read for TlsStream {
             }
             if let Err(e) = self.conn.process_new_packets() {
                 let _ = self.push(); // the alert, if any
-                return Err(std::io::Error::new(ErrorKind::InvalidData, e));
+                return Err(tls_error(e));
             }
         }
     }

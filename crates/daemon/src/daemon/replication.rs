@@ -75,6 +75,9 @@ pub struct Replication {
     broken_here: Mutex<Vec<BrokenHere>>,
     /// The pulls served as their source, by name (`replication_pull.rs`).
     pub(super) pulled_by: Mutex<BTreeMap<String, PulledBy>>,
+    /// Fault injection (`debug.repl_corrupt`): the next stream sent gets its
+    /// byte at this offset inverted.
+    pub(super) corrupt_next: Mutex<Option<u64>>,
 }
 
 /// A relationship broken off on its target by `mysql failover`, and the set
@@ -150,6 +153,7 @@ impl Replication {
                     .map(|p| (p.rel.name.clone(), p))
                     .collect(),
             ),
+            corrupt_next: Mutex::new(None),
         })
     }
 

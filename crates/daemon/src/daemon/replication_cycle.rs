@@ -28,10 +28,12 @@
 //! cycle uses or discards).
 
 use super::replication::{hold_tag, now};
+use super::replication_cascade::relayed_snapshot;
 use super::replication_mysql::send_mysql_record;
 use super::replication_reverse::plan_rollback;
 use super::replication_tree::{gone_messages, member_error, record_members, Progress};
 use super::{guarded, log, se, Daemon, OpResult};
+use crate::proto::Args;
 use cachalot_datasets::resume::ResumeToken;
 use cachalot_datasets::{Store, StoreError, StreamStats};
 use cachalot_replication::link::Link;
@@ -55,7 +57,9 @@ impl Report {
     /// Record this completed cycle of relationship `name`, started at
     /// `started` (unix seconds), in `s`.
     pub(super) fn record(&self, name: &str, s: &mut Status, started: u64) {
-        let snap_time = super::replication_serve::snapshot_time(name, &self.snapshot);
+        // A relayed snapshot (a cascade) carries its upstream's name.
+        let snap_time = super::replication_serve::snapshot_time(name, &self.snapshot)
+            .or_else(|| super::replication_serve::snapshot_time_any(&self.snapshot));
         s.last_success = Some(now());
         s.last_snapshot = Some(self.snapshot.clone());
         s.last_snapshot_time = snap_time.or(Some(started));
@@ -218,22 +222,14 @@ impl Daemon {
         // Refusals come before the snapshot: a refused cycle changes nothing.
         let mut bases = Vec::new();
         for (leg, store) in legs.iter().zip(&stores) {
-            let (sent, base) = prepare_leg(link, store, leg, &mut messages)
+            let (sent, base) = prepare_leg(self, link, store, leg, &mut messages)
                 .map_err(|e| member_error(rel, &leg.source, e))?;
             bytes += sent;
             bases.push(base);
         }
-        let sources: Vec<String> = legs.iter().map(|l| l.source.clone()).collect();
-        let snap = match &rel.mysql {
-            Some(m) => self.mysql_cycle_snapshot(rel, m, &stores)?,
-            None => {
-                // One snapshot of every member at once (as `snapshot -r`).
-                let name = cycle_snapshot_name(&stores, &rel.name, &sources)?;
-                let all: Vec<String> = sources.iter().map(|s| format!("{s}@{name}")).collect();
-                stores[0].snapshot(&all).map_err(se)?;
-                name
-            }
-        };
+        // A filesystem received from upstream is relayed: no snapshot here.
+        let upstream = self.relayed(rel, &legs, &stores)?;
+        let snap = self.cycle_snapshot(rel, &legs, &stores, upstream.as_deref())?;
         progress.legs = legs
             .iter()
             .map(|l| (l.source.clone(), l.target_fs.clone()))
@@ -246,7 +242,17 @@ impl Daemon {
             let full = format!("{}@{snap}", leg.source);
             let from_full = from.as_ref().map(|f| format!("{}@{f}", leg.source));
             let mut sent_leg = || -> Result<u64, String> {
-                let n = transfer(link, leg, |w| {
+                if from.as_deref() == Some(snap.as_str()) {
+                    // Relayed, and nothing new from upstream since the last cycle.
+                    messages.push(format!("nothing new from upstream since '{full}'"));
+                    return Ok(0);
+                }
+                if upstream.is_some() {
+                    // Held before the send: upstream's retention may not
+                    // destroy it under the transfer.
+                    self.hold_once(store, &full, &hold_tag(&rel.name))?;
+                }
+                let n = self.transfer(link, leg, |w| {
                     store.send(&full, from_full.as_deref(), w, &mut |_| {})
                 })?;
                 link.request(
@@ -266,9 +272,17 @@ impl Daemon {
         let at = now();
         for (leg, store) in legs.iter().zip(&stores) {
             let mut prune = || -> Result<(), String> {
-                link.request(&json!({
+                // A relayed filesystem's snapshots carry upstream's names: the
+                // target keeps of them what this relationship's grid says, and
+                // this side's are upstream's to prune.
+                let mut req = json!({
                     "op": "prune", "fs": leg.target_fs, "name": rel.name, "keep": rel.keep, "now": at,
-                }))?;
+                });
+                if let Some(up) = &upstream {
+                    req["upstream"] = json!(up);
+                    return link.request(&req).map(drop);
+                }
+                link.request(&req)?;
                 let st = link.request(&json!({ "op": "state", "fs": leg.target_fs }))?;
                 let theirs = snapshot_guids(&st);
                 self.prune(store, &leg.source, &rel.name, &rel.keep, at, Some(&theirs))
@@ -282,6 +296,29 @@ impl Daemon {
             secs: t0.elapsed().as_secs_f64(),
             messages,
         })
+    }
+
+    /// This cycle's snapshot of every leg: a `mysql snapshot` of a set, one
+    /// atomic snapshot of the legs (as `snapshot -r`), or, relaying from
+    /// `upstream`, the newest one received (`replication_cascade.rs`).
+    fn cycle_snapshot(
+        &self,
+        rel: &Relationship,
+        legs: &[Relationship],
+        stores: &[Arc<Store>],
+        upstream: Option<&str>,
+    ) -> Result<String, String> {
+        let sources: Vec<String> = legs.iter().map(|l| l.source.clone()).collect();
+        if let Some(up) = upstream {
+            return relayed_snapshot(&stores[0], &sources[0], up);
+        }
+        if let Some(m) = &rel.mysql {
+            return self.mysql_cycle_snapshot(rel, m, stores);
+        }
+        let name = cycle_snapshot_name(stores, &rel.name, &sources)?;
+        let all: Vec<String> = sources.iter().map(|s| format!("{s}@{name}")).collect();
+        stores[0].snapshot(&all).map_err(se)?;
+        Ok(name)
     }
 
     /// `replication break NAME`: no more cycles; the target stays as it is,
@@ -353,6 +390,74 @@ impl Daemon {
         Ok(json!({ "common": common, "destroyed": lost }))
     }
 
+    /// Send one stream (what `produce` writes) into a resumable receive of the
+    /// target; returns the stream bytes. A refusal by the target comes back as
+    /// its own line.
+    fn transfer(
+        &self,
+        link: &mut Link,
+        rel: &Relationship,
+        produce: impl FnOnce(&mut dyn Write) -> Result<StreamStats, StoreError>,
+    ) -> Result<u64, String> {
+        // `rel` names the relationship in the target's analytics (older targets
+        // ignore it).
+        link.request(&json!({ "op": "receive", "fs": rel.target_fs, "rel": rel.name }))?;
+        let flip = self.replication.corrupt_next.lock().take();
+        let mut w = link.data_writer(rel.bwlimit);
+        let produced = guarded("replication send", || match flip {
+            Some(at) => {
+                log(format!(
+                    "replication {}: fault injection: the stream's byte at {at} is inverted",
+                    rel.name
+                ));
+                produce(&mut FlipAt {
+                    inner: &mut w,
+                    at,
+                    pos: 0,
+                })
+                .map_err(se)
+            }
+            None => produce(&mut w).map_err(se),
+        });
+        let finished = match produced {
+            Ok(_) => w
+                .finish()
+                .map_err(|e| format!("connection to {} lost: {e}", rel.target_addr)),
+            Err(e) => {
+                let _ = w.abort(&e);
+                Err(e)
+            }
+        };
+        match finished {
+            Ok(n) => link.read_reply().map(|_| n),
+            // The target may have refused the stream: its reason says more than a
+            // broken pipe does.
+            Err(e) => Err(link.read_refusal().unwrap_or(e)),
+        }
+    }
+
+    /// `debug.repl_corrupt {offset}` (tests only: `serve
+    /// --allow-fault-injection`): the next stream this appliance sends has its
+    /// byte at `offset` inverted before it enters the link, so a test sees what
+    /// the receiver does with a corrupt stream that TLS delivered intact.
+    pub(super) fn debug_repl_corrupt(&self, a: &Args) -> OpResult {
+        if !self
+            .fault_injection
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(
+                "fault injection is off: start the daemon with `serve --allow-fault-injection` (tests only)"
+                    .into(),
+            );
+        }
+        let at = a.u64("offset")?;
+        *self.replication.corrupt_next.lock() = Some(at);
+        log(format!(
+            "replication: fault injection: the next stream sent gets its byte at {at} inverted"
+        ));
+        Ok(Value::Null)
+    }
+
     /// Run due cycles in the background until the daemon shuts down.
     pub fn start_replication_scheduler(self: &Arc<Self>) -> std::io::Result<()> {
         let d = self.clone();
@@ -400,6 +505,7 @@ impl Daemon {
 /// interrupted transfer, then find the newest common snapshot (the base of
 /// the increment; `None`: a full send). Returns the bytes resumed and the base.
 fn prepare_leg(
+    d: &Daemon,
     link: &mut Link,
     store: &Store,
     leg: &Relationship,
@@ -413,7 +519,7 @@ fn prepare_leg(
     if let Some(tok) = st["token"].as_str().map(str::to_string) {
         match honourable(store, leg, &tok) {
             Ok(snap) => {
-                bytes += transfer(link, leg, |w| store.send_resume(&tok, w, &mut |_| {}))?;
+                bytes += d.transfer(link, leg, |w| store.send_resume(&tok, w, &mut |_| {}))?;
                 messages.push(format!("resumed the interrupted transfer of '{snap}'"));
             }
             Err(why) => {
@@ -548,7 +654,7 @@ fn resync_plan(
 ) -> Result<(String, Option<String>, Vec<String>), String> {
     let tfs = &leg.target_fs;
     // Synced there first, so that its latest writes are counted.
-    let st = link.request(&json!({ "op": "state", "fs": tfs, "sync": true }))?;
+    let st = link.request(&json!({ "op": "state", "fs": tfs, "sync": leg.name }))?;
     if !st["exists"].as_bool().unwrap_or(false) {
         return Ok((tfs.clone(), None, Vec::new()));
     }
@@ -569,36 +675,6 @@ fn resync_plan(
     Ok((tfs.clone(), common, lost))
 }
 
-/// Send one stream (what `produce` writes) into a resumable receive of the
-/// target; returns the stream bytes. A refusal by the target comes back as
-/// its own line.
-fn transfer(
-    link: &mut Link,
-    rel: &Relationship,
-    produce: impl FnOnce(&mut dyn Write) -> Result<StreamStats, StoreError>,
-) -> Result<u64, String> {
-    // `rel` names the relationship in the target's analytics (older targets
-    // ignore it).
-    link.request(&json!({ "op": "receive", "fs": rel.target_fs, "rel": rel.name }))?;
-    let mut w = link.data_writer(rel.bwlimit);
-    let produced = guarded("replication send", || produce(&mut w).map_err(se));
-    let finished = match produced {
-        Ok(_) => w
-            .finish()
-            .map_err(|e| format!("connection to {} lost: {e}", rel.target_addr)),
-        Err(e) => {
-            let _ = w.abort(&e);
-            Err(e)
-        }
-    };
-    match finished {
-        Ok(n) => link.read_reply().map(|_| n),
-        // The target may have refused the stream: its reason says more than a
-        // broken pipe does.
-        Err(e) => Err(link.read_refusal().unwrap_or(e)),
-    }
-}
-
 /// The guids of the snapshots a peer's `state` answer lists.
 pub(super) fn snapshot_guids(state: &Value) -> Vec<u64> {
     state["snapshots"]
@@ -607,4 +683,32 @@ pub(super) fn snapshot_guids(state: &Value) -> Vec<u64> {
         .flatten()
         .filter_map(|s| s["guid"].as_u64())
         .collect()
+}
+
+/// A writer that inverts the byte at stream offset `at` on its way to `inner`
+/// (`debug.repl_corrupt`). A byte `inner` did not take is inverted again in
+/// the next write, which starts with it.
+struct FlipAt<'a> {
+    inner: &'a mut dyn Write,
+    at: u64,
+    pos: u64,
+}
+
+impl Write for FlipAt<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = match self.at.checked_sub(self.pos) {
+            Some(i) if (i as usize) < buf.len() => {
+                let mut copy = buf.to_vec();
+                copy[i as usize] ^= 0xff;
+                self.inner.write(&copy)?
+            }
+            _ => self.inner.write(buf)?,
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }

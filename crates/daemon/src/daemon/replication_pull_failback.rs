@@ -273,7 +273,7 @@ fn remote_plan(
     fs: &str,
     is_common: impl Fn(u64) -> bool,
 ) -> Result<RemoteRollback, String> {
-    let st = link.request(&json!({ "op": "state", "fs": fs, "sync": true }))?;
+    let st = link.request(&json!({ "op": "state", "fs": fs, "sync": rel.name }))?;
     if !st["exists"].as_bool().unwrap_or(false) {
         return Err(format!(
             "{}/{fs} does not exist: nothing to reverse into",

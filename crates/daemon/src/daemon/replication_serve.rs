@@ -2,8 +2,9 @@
 //! relationship, and the helpers both sides use on their own pool (state of a
 //! filesystem, the hold of the newest common snapshot, retention).
 //!
-//! Requests a paired peer may make: `state {fs[, name]}` (refused with a name
-//! broken off here), `receive {fs}` (then the
+//! Requests a paired peer may make: `state {fs[, name][, sync: NAME]}`
+//! (refused with a name broken off here; `sync` commits a txg first, only
+//! for NAME's peer: `sync_for_peer`), `receive {fs}` (then the
 //! stream), `abort {fs}`, `hold {fs, snap, name}` (holds it, releases the
 //! relationship's tag everywhere else in the filesystem), `prune {fs, name,
 //! keep[, now]}`, `mysql_record {fs, snap, props}` (the record of a MySQL set's
@@ -99,6 +100,13 @@ pub(super) fn in_pull(fs: &str, recursive: bool, asked: &str) -> bool {
     asked == fs || (recursive && asked.strip_prefix(fs).is_some_and(|r| r.starts_with('/')))
 }
 
+/// `repl-ANYNAME-YYYYMMDD-HHMMSS` -> unix seconds (a relayed snapshot's).
+pub(super) fn snapshot_time_any(snap: &str) -> Option<u64> {
+    let rel = snap.strip_prefix("repl-")?;
+    let rel = rel.get(..rel.len().checked_sub(16)?)?;
+    snapshot_time(rel, snap)
+}
+
 /// `repl-NAME-YYYYMMDD-HHMMSS` -> unix seconds.
 pub(super) fn snapshot_time(rel: &str, snap: &str) -> Option<u64> {
     let ts = snap.strip_prefix(&snapshot_prefix(rel))?;
@@ -128,11 +136,16 @@ impl Daemon {
         snap: &str,
         tag: &str,
     ) -> Result<(), String> {
-        let full = format!("{fs}@{snap}");
-        if !store.holds(&full).map_err(se)?.iter().any(|t| t == tag) {
-            store.hold(&full, tag).map_err(se)?;
-        }
+        self.hold_once(store, &format!("{fs}@{snap}"), tag)?;
         self.release_holds(store, fs, tag, Some(snap))
+    }
+
+    /// Hold snapshot `full` with `tag` unless it is held so already.
+    pub(super) fn hold_once(&self, store: &Store, full: &str, tag: &str) -> Result<(), String> {
+        if !store.holds(full).map_err(se)?.iter().any(|t| t == tag) {
+            store.hold(full, tag).map_err(se)?;
+        }
+        Ok(())
     }
 
     /// Release `tag` from every snapshot of `fs` but `except`.
@@ -359,7 +372,7 @@ impl Daemon {
             } else if op == "rollback" {
                 guarded("replication", || self.answer_rollback(&req, fp))
             } else {
-                guarded("replication", || self.serve_request(&op, &req))
+                guarded("replication", || self.serve_request(&op, &req, fp))
             };
             let sent = match res {
                 Ok(v) => link.reply(&v),
@@ -414,24 +427,16 @@ impl Daemon {
         let snap = req["snap"].as_str().ok_or("request without 'snap'")?;
         let full = format!("{fs}@{snap}");
         super::snapshots::split_snapshot_name(&full)?;
-        let refuse = |why: &str| {
-            Err(format!(
-                "rollback of '{fs}' to '{full}' for relationship '{name}' refused: {why}"
-            ))
+        let refuse = |why: String| {
+            format!("rollback of '{fs}' to '{full}' for relationship '{name}' refused: {why}")
         };
-        if let Some(p) = self.replication.pulled_by.lock().get(name) {
-            if p.peer_key != peer_fp {
-                return refuse("the pull is another peer's");
-            }
-        } else if self.replication.get(name).is_ok() {
-            return refuse("the relationship runs here, not on the peer");
-        }
+        self.peers_relationship(name, peer_fp).map_err(refuse)?;
         let store = self.ds_store(&fs)?;
         let tag = super::replication::hold_tag(name);
         if !store.holds(&full).map_err(se)?.contains(&tag) {
-            return refuse(&format!(
+            return Err(refuse(format!(
                 "'{full}' is not its common snapshot (no hold {tag})"
-            ));
+            )));
         }
         store.rollback(&full, true).map_err(se)?;
         log(format!(
@@ -440,7 +445,68 @@ impl Daemon {
         Ok(Value::Null)
     }
 
-    fn serve_request(&self, op: &str, req: &Value) -> Result<Value, String> {
+    /// May the peer with key `peer_fp` act for relationship `name` here? A
+    /// pull served here belongs to its puller's key; a relationship kept here
+    /// is run from here, never by a peer; else it is one the peer pushes here
+    /// (a push target keeps no record of its source's key: the caller then
+    /// scopes the request by the relationship's hold).
+    fn peers_relationship(&self, name: &str, peer_fp: &str) -> Result<(), String> {
+        if let Some(p) = self.replication.pulled_by.lock().get(name) {
+            if p.peer_key != peer_fp {
+                return Err("the pull is another peer's".into());
+            }
+        } else if self.replication.get(name).is_ok() {
+            return Err("the relationship runs here, not on the peer".into());
+        }
+        Ok(())
+    }
+
+    /// `state {fs, sync: NAME}` (resync and reverse plan a rollback, and what
+    /// it would destroy must count the latest writes): commit the pool's
+    /// open txg, only for the peer of relationship NAME and only if `fs`
+    /// holds its common snapshot (hold `repl:NAME`). Without this check any
+    /// paired peer could force txg syncs on any pool here at will.
+    fn sync_for_peer(
+        &self,
+        store: &Store,
+        fs: &str,
+        req: &Value,
+        peer_fp: &str,
+    ) -> Result<(), String> {
+        let name = match &req["sync"] {
+            Value::Null | Value::Bool(false) => return Ok(()),
+            Value::String(n) => n.as_str(),
+            _ => {
+                return Err(
+                    "state: 'sync' must name the relationship whose rollback is planned (a peer of an older version sends true: upgrade it)"
+                        .into(),
+                )
+            }
+        };
+        cachalot_replication::relationship::check_name(name)?;
+        if store.dataset(fs).is_err() {
+            return Ok(()); // nothing to count: the answer says it does not exist
+        }
+        let refuse =
+            |why: String| format!("sync of '{fs}' for relationship '{name}' refused: {why}");
+        self.peers_relationship(name, peer_fp).map_err(refuse)?;
+        let tag = super::replication::hold_tag(name);
+        let mut held = false;
+        for n in store.snapshot_names(fs).map_err(se)? {
+            held |= store
+                .holds(&format!("{fs}@{n}"))
+                .map_err(se)?
+                .contains(&tag);
+        }
+        if !held {
+            return Err(refuse(format!(
+                "'{fs}' holds none of its snapshots (no hold {tag})"
+            )));
+        }
+        store.sync().map_err(se).map(drop)
+    }
+
+    fn serve_request(&self, op: &str, req: &Value, peer_fp: &str) -> Result<Value, String> {
         match op {
             "state" => {
                 let fs = Self::fs_arg(req, "fs")?;
@@ -449,11 +515,7 @@ impl Daemon {
                     self.replication.check_not_broken_here(rel)?;
                 }
                 let store = self.ds_store(&fs)?;
-                // Resync and reverse plan a rollback: what it would destroy
-                // must count the latest writes.
-                if req["sync"].as_bool() == Some(true) {
-                    store.sync().map_err(se)?;
-                }
+                self.sync_for_peer(&store, &fs, req, peer_fp)?;
                 fs_state(&store, &fs)
             }
             "abort" => {
@@ -479,7 +541,15 @@ impl Daemon {
                 let keep = req["keep"].as_str().ok_or("request without 'keep'")?;
                 // The source's clock (older sources do not send it).
                 let at = req["now"].as_u64().unwrap_or_else(now);
-                let gone = self.prune(&*self.ds_store(&fs)?, &fs, rel, keep, at, None)?;
+                // A cascade's target keeps upstream's snapshots, by their names.
+                let named = match req["upstream"].as_str() {
+                    Some(up) => {
+                        cachalot_replication::relationship::check_name(up)?;
+                        up
+                    }
+                    None => rel,
+                };
+                let gone = self.prune(&*self.ds_store(&fs)?, &fs, named, keep, at, None)?;
                 Ok(json!({ "destroyed": gone }))
             }
             "resume_here" => {
@@ -523,6 +593,11 @@ impl Daemon {
             store
                 .receive_with(&fs, &mut data, &opts, &mut |_| {})
                 .map_err(se)
+        })
+        // The receive says the stream is short; the link says why.
+        .map_err(|e| match data.failure() {
+            Some(why) => format!("{e}; the stream stopped: {why}"),
+            None => e,
         })?;
         let _ = data.drain();
         let bytes = data.total();
@@ -630,6 +705,60 @@ mod tests {
         let e = ask(Some("r1"), "K1").unwrap_err();
         assert!(e.contains("runs here"), "{e}");
         assert_eq!(names(), 2);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    /// `state {sync: NAME}` commits a txg only for the peer of relationship
+    /// NAME on a filesystem holding its snapshot (review: any paired peer
+    /// could force txg syncs); the plain state is anyone's.
+    #[test]
+    fn only_a_relationships_peer_may_sync_its_filesystem() {
+        let home = std::env::temp_dir().join(format!("cachalot-statesync-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        let d = Daemon::open(&home, 64 << 20).unwrap();
+        let img = home.join("d0.img").to_string_lossy().to_string();
+        call(
+            &d,
+            "pool.create",
+            json!({"name": "tank", "vdevs": [img], "size": "64M"}),
+        );
+        call(&d, "ds.create", json!({"name": "tank/fs"}));
+        let store = d.ds_store("tank/fs").unwrap();
+        store.snapshot(&["tank/fs@a".to_string()]).unwrap();
+        let state = |fs: &str, sync: Value, fp: &str| {
+            d.serve_request("state", &json!({"op": "state", "fs": fs, "sync": sync}), fp)
+        };
+        assert!(state("tank/fs", Value::Null, "K9").is_ok());
+        assert!(state("tank/fs", json!(false), "K9").is_ok());
+        let e = state("tank/fs", json!(true), "K1").unwrap_err();
+        assert!(e.contains("must name the relationship"), "{e}");
+        let e = state("tank/fs", json!("r1"), "K1").unwrap_err();
+        assert!(e.contains("no hold repl:r1"), "{e}");
+        // A push target: the relationship's hold scopes it.
+        store.hold("tank/fs@a", "repl:r1").unwrap();
+        assert_eq!(state("tank/fs", json!("r1"), "K1").unwrap()["exists"], true);
+        // A pull served here: only its puller's key.
+        d.replication.pulled_by.lock().insert(
+            "r1".into(),
+            PulledBy {
+                rel: rel("r1"),
+                peer_key: "K1".into(),
+            },
+        );
+        let e = state("tank/fs", json!("r1"), "K2").unwrap_err();
+        assert!(e.contains("another peer's"), "{e}");
+        assert!(state("tank/fs", json!("r1"), "K1").is_ok());
+        d.replication.pulled_by.lock().clear();
+        // A relationship run here: never for a peer.
+        d.replication.insert(rel("r1")).unwrap();
+        let e = state("tank/fs", json!("r1"), "K1").unwrap_err();
+        assert!(e.contains("runs here"), "{e}");
+        // A filesystem that does not exist has nothing to sync.
+        assert_eq!(
+            state("tank/nope", json!("r2"), "K1").unwrap()["exists"],
+            false
+        );
         let _ = std::fs::remove_dir_all(&home);
     }
 
