@@ -420,7 +420,7 @@ mod tests {
         assert_eq!(first, CommitOutcome::NeedTxgCommit, "the chain's header");
         commit(1, sync(1));
         let len = 1u64 << 20;
-        let data: Vec<u8> = (0..len).map(|i| (i * 7919 >> 3) as u8).collect();
+        let data: Vec<u8> = (0..len).map(|i| ((i * 7919) >> 3) as u8).collect();
         os.write(obj, 0, &data).unwrap();
         os.zil().log(2, Record::WriteLazy { obj, off: 0, len });
         let root = sync(2);
