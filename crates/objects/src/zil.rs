@@ -34,6 +34,15 @@
 //!   links it into the tree (no second write) or frees it; a free is deferred past
 //!   that txg's commit, and after the commit the record is covered, so a record
 //!   replay reads always names a block still intact.
+//! - A write to be logged by reference whose txg closed before the leader got to
+//!   it (`Resolved::InTxg`) is never copied into log blocks: the sync of that txg
+//!   writes its blocks anyway, and a copy took that space a second time, beside
+//!   a txg that needed it (on a nearly full pool the txg ran out of space and
+//!   suspended the pool). The leader logs the batch only up to the group of
+//!   that write and puts the rest back; it is made durable by the txg's commit,
+//!   which the caller asks for (`NeedTxgCommit`). The log stays a prefix of the
+//!   itxs: nothing of a later txg is logged while one of that txg's is neither
+//!   logged nor committed, so replay never applies changes over a gap.
 
 mod format;
 mod replay;
@@ -78,39 +87,73 @@ impl Record {
     }
 }
 
-/// See `Zil::commit`: (a write record, its txg, log by reference) -> records to
-/// log instead.
-pub type Prewrite<'a> = dyn Fn(&Record, u64, bool) -> Option<Vec<Record>> + 'a;
+/// What a write record becomes in the log (`Zil::commit`'s resolver).
+#[derive(Debug)]
+pub enum Resolved {
+    /// Log these records instead, covering the same bytes in order (none: the
+    /// object is gone, and its deletion is logged or committed after it).
+    Log(Vec<Record>),
+    /// Log the record as it is.
+    AsIs,
+    /// Do not log it: to be logged by reference, but its txg is no longer open,
+    /// so that txg's commit makes it durable (see the module's invariants).
+    InTxg,
+}
+
+/// See `Zil::commit`: (a write record, its txg, log by reference) -> what to log.
+pub type Prewrite<'a> = dyn Fn(&Record, u64, bool) -> Resolved + 'a;
+
+/// A batch after `by_reference`: the itxs to log, and those left for a txg
+/// commit (from the group of the first `Resolved::InTxg` write on, unresolved).
+struct Resolution {
+    log: Vec<Itx>,
+    rest: Vec<Itx>,
+}
 
 /// Replace the writes of at least `min` bytes that `prewrite` takes by its
-/// records; they inherit the write's txg, and form one group with it (every
-/// record but the last flagged `more`, the last keeps the write's flag), so
-/// replay applies the write whole or not at all.
-fn by_reference(batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Vec<Itx> {
-    let mut out = Vec::with_capacity(batch.len());
-    for itx in batch {
+/// records; they inherit the write's txg and number, and form one group with it
+/// (every record but the last flagged `more`, the last keeps the write's flag),
+/// so replay applies the write whole or not at all. At the first write left to
+/// its txg's commit (`Resolved::InTxg`), the batch is cut before its group.
+fn by_reference(mut batch: Vec<Itx>, prewrite: &Prewrite<'_>, min: usize) -> Resolution {
+    let mut log = Vec::with_capacity(batch.len());
+    // Where the current group starts, in `batch` and in `log`.
+    let mut group = (0, 0);
+    for (i, itx) in batch.iter().enumerate() {
+        if i == 0 || !batch[i - 1].more {
+            group = (i, log.len());
+        }
         let repl = if itx.rec.resolvable(min) {
             prewrite(&itx.rec, itx.txg, itx.rec.by_ref(min))
         } else {
-            None
+            Resolved::AsIs
         };
         match repl {
+            Resolved::InTxg => {
+                log.truncate(group.1);
+                let rest = batch.split_off(group.0);
+                return Resolution { log, rest };
+            }
             // The object is gone (a later deletion is logged after it).
-            Some(recs) if recs.is_empty() && !itx.more => {}
-            Some(recs) if !recs.is_empty() => {
+            Resolved::Log(recs) if recs.is_empty() && !itx.more => {}
+            Resolved::Log(recs) if !recs.is_empty() => {
                 let n = recs.len();
                 for (k, rec) in recs.into_iter().enumerate() {
-                    out.push(Itx {
+                    log.push(Itx {
+                        seq: itx.seq,
                         txg: itx.txg,
                         more: k + 1 < n || itx.more,
                         rec,
                     });
                 }
             }
-            _ => out.push(itx),
+            _ => log.push(itx.clone()),
         }
     }
-    out
+    Resolution {
+        log,
+        rest: Vec::new(),
+    }
 }
 
 /// `batch` with every write too large for one log block split into chunks that
@@ -125,6 +168,7 @@ fn fit_in_blocks(batch: &[Itx]) -> Vec<Itx> {
                 let chunks = data.len().div_ceil(max_data);
                 for (k, chunk) in data.chunks(max_data).enumerate() {
                     itxs.push(Itx {
+                        seq: i.seq,
                         txg: i.txg,
                         more: k + 1 < chunks || i.more,
                         rec: Record::Write {
@@ -136,6 +180,7 @@ fn fit_in_blocks(batch: &[Itx]) -> Vec<Itx> {
                 }
             }
             r => itxs.push(Itx {
+                seq: i.seq,
                 txg: i.txg,
                 more: i.more,
                 rec: r.clone(),
@@ -145,7 +190,10 @@ fn fit_in_blocks(batch: &[Itx]) -> Vec<Itx> {
     itxs
 }
 
+#[derive(Clone)]
 struct Itx {
+    /// Its number (`Zil::log_group`).
+    seq: u64,
     txg: u64,
     more: bool,
     rec: Record,
@@ -199,8 +247,9 @@ pub struct Zil {
 pub enum CommitOutcome {
     /// Everything asked for is durable.
     Durable,
-    /// The chain's header is not on disk yet: commit a txg (which also makes the
-    /// asked-for changes durable), then call again.
+    /// Commit a txg (which also makes the asked-for changes durable), then call
+    /// again: the chain's header is not on disk yet, or a write to be logged by
+    /// reference belongs to a txg that is syncing (see `Resolved::InTxg`).
     NeedTxgCommit,
 }
 
@@ -258,8 +307,10 @@ impl Zil {
         let mut s = self.state.lock();
         let n = recs.len();
         for (i, rec) in recs.into_iter().enumerate() {
+            let seq = s.next_itx;
             s.next_itx += 1;
             s.pending.push_back(Itx {
+                seq,
                 txg,
                 more: i + 1 < n,
                 rec,
@@ -321,13 +372,26 @@ impl Zil {
                 usize::MAX
             };
             // The block writes happen without the lock, as the log writes do.
-            let batch = if batch.iter().any(|i| i.rec.resolvable(min)) {
+            let Resolution { log: batch, rest } = if batch.iter().any(|i| i.rec.resolvable(min)) {
                 parking_lot::MutexGuard::unlocked(&mut s, || by_reference(batch, resolve, min))
             } else {
-                batch
+                Resolution {
+                    log: batch,
+                    rest: Vec::new(),
+                }
             };
             let r = self.write_batch(&mut s, &batch);
             s.leader = false;
+            // Left for a txg commit, in order, before anything logged since;
+            // minus what a commit covered meanwhile (`txg_committed` dropped
+            // those from the queue while the leader held them).
+            let committed = s.committed_txg;
+            let rest: Vec<Itx> = rest.into_iter().filter(|i| i.txg > committed).collect();
+            let left = rest.first().map(|i| i.seq);
+            for itx in rest.into_iter().rev() {
+                s.pending.push_front(itx);
+            }
+            let target = left.unwrap_or(target);
             match r {
                 Ok(()) => s.durable_itx = s.durable_itx.max(target),
                 Err(_) => {
@@ -344,6 +408,8 @@ impl Zil {
             if s.durable_itx > seq {
                 self.commits
                     .record(&[self.name.lock().as_str()], 0, t0.elapsed());
+            } else if left.is_some() && r.is_ok() {
+                return Ok(CommitOutcome::NeedTxgCommit);
             }
         }
     }

@@ -24,7 +24,7 @@
 //!   the log.
 
 use super::ObjectSet;
-use crate::zil::Record;
+use crate::zil::{Record, Resolved};
 use cachalot_pool::blkptr::checksum;
 use cachalot_pool::compress::decompress;
 use cachalot_pool::{BlkPtr, BlockType, Compression, WriteOpts};
@@ -75,8 +75,15 @@ impl ObjectSet {
         })
     }
 
-    /// The records to log for a write (`Zil::commit`'s resolver).
-    fn resolve_logged(&self, rec: &Record, txg: u64, by_ref: bool) -> Option<Vec<Record>> {
+    /// The records to log for a write (`Zil::commit`'s resolver). A write to
+    /// be logged by reference whose txg closed is left to that txg's commit,
+    /// never copied into log blocks (see `Zil`'s invariants).
+    fn resolve_logged(&self, rec: &Record, txg: u64, by_ref: bool) -> Resolved {
+        let logged = |recs: Option<Vec<Record>>| match recs {
+            Some(recs) => Resolved::Log(recs),
+            None if by_ref && txg < self.open_txg() => Resolved::InTxg,
+            None => Resolved::AsIs,
+        };
         match rec {
             Record::Write { obj, off, data } if by_ref => {
                 let bytes = |a: u64, b: u64| {
@@ -85,33 +92,36 @@ impl ObjectSet {
                     }
                     Some(vec![data[(a - off) as usize..(b - off) as usize].into()])
                 };
-                self.prewrite(*obj, *off, data.len() as u64, txg, &bytes)
+                logged(self.prewrite(*obj, *off, data.len() as u64, txg, &bytes))
             }
             // A small write: by reference only if its block is written already.
             Record::Write { obj, off, data } => {
-                self.written_behind(*obj, *off, data, txg).map(|bp| {
+                logged(self.written_behind(*obj, *off, data, txg).map(|bp| {
                     vec![Record::WriteRef {
                         obj: *obj,
                         off: *off,
                         len: data.len() as u64,
                         bp,
                     }]
-                })
+                }))
             }
             Record::WriteLazy { obj, off, len } => {
                 let read = |a: u64, b: u64| self.read_shared(*obj, a, b);
                 if by_ref {
                     if let Some(v) = self.prewrite(*obj, *off, *len, txg, &read) {
-                        return Some(v);
+                        return Resolved::Log(v);
+                    }
+                    if txg < self.open_txg() {
+                        return Resolved::InTxg;
                     }
                 }
-                Some(writes(
+                Resolved::Log(writes(
                     *obj,
                     *off,
                     read(*off, off + len).unwrap_or_default(),
                 ))
             }
-            _ => None,
+            _ => Resolved::AsIs,
         }
     }
 
@@ -374,5 +384,58 @@ impl ObjectSet {
             return Ok(None);
         };
         Ok(decompress(bp.compression, &phys[..psize], bp.lsize as usize).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::objset::{ObjectSet, ObjsetProps};
+    use crate::zil::{CommitOutcome, Record};
+    use crate::BlockCache;
+    use cachalot_pool::{BlkPtr, BlockDevice, Pool, SimDevice};
+    use std::sync::Arc;
+
+    /// A 1 MiB write logged lazily (by reference) in txg 2, whose txg closed
+    /// (its sync wrote the MiB) before the log commit: the commit allocates
+    /// nothing and asks for the txg's commit, which makes the write durable.
+    /// (It copied the MiB into log blocks, beside the txg's own copy: on a
+    /// nearly full pool the next txg ran out of space.)
+    #[test]
+    fn a_write_whose_txg_closed_is_left_to_that_txg_not_copied_into_the_log() {
+        let dev: Arc<dyn BlockDevice> = Arc::new(SimDevice::new("d0", 64 << 20));
+        let pool = Arc::new(Pool::create_on_devices("t", vec![dev], false, 12).unwrap());
+        let cache = Arc::new(BlockCache::new(pool.clone(), 64 << 20));
+        let os = ObjectSet::create(cache, ObjsetProps::default(), 1);
+        let sync = |txg| {
+            os.sync(txg, &mut |bp: &BlkPtr| pool.free_block(bp))
+                .unwrap()
+        };
+        let commit = |txg, root| {
+            pool.commit(txg, root).unwrap();
+            os.txg_committed(txg);
+        };
+        let obj = os.create_object(19).unwrap();
+        os.zil().log(1, Record::Truncate { obj, size: 0 });
+        let first = os.zil_commit(os.zil().tail()).unwrap();
+        assert_eq!(first, CommitOutcome::NeedTxgCommit, "the chain's header");
+        commit(1, sync(1));
+        let len = 1u64 << 20;
+        let data: Vec<u8> = (0..len).map(|i| ((i * 7919) >> 3) as u8).collect();
+        os.write(obj, 0, &data).unwrap();
+        os.zil().log(2, Record::WriteLazy { obj, off: 0, len });
+        let root = sync(2);
+        let free = pool.space_totals().1;
+        let late = os.zil_commit(os.zil().tail()).unwrap();
+        assert_eq!(
+            (late, pool.space_totals().1),
+            (CommitOutcome::NeedTxgCommit, free),
+            "a log commit after its txg closed: wait for the txg, allocate nothing"
+        );
+        commit(2, root);
+        assert_eq!(
+            os.zil_commit(os.zil().tail()).unwrap(),
+            CommitOutcome::Durable
+        );
+        assert_eq!(os.read(obj, 0, len as usize).unwrap(), data);
     }
 }

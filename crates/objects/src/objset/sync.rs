@@ -81,7 +81,13 @@ impl ObjectSet {
         }) = self.freeze(txg)
         else {
             // Nothing to write: the root stays (only a sync changes it, and
-            // this one holds `sync_lock`).
+            // this one holds `sync_lock`). Orphans are freed all the same: a
+            // log commit may have made some since the last sync with work (a
+            // prewrite that lost the race with the freeze, or that ran out of
+            // space halfway), and when no sync with work follows (the writers
+            // stopped on a full pool) they stayed allocated in no tree, for
+            // good after an export.
+            self.free_unlinked(self.take_overrides(txg));
             return Ok(self.root_bp());
         };
         work.sort_by_key(|w| w.id);
@@ -101,17 +107,19 @@ impl ObjectSet {
             let phys = self.sync_object(w, &mut taken, &mut ctx, props.cache)?;
             new_phys.push((w.id, phys));
         }
-        // Early blocks not linked, and orphans: in no tree, freed directly.
-        for (_, (_, bp)) in taken.map.drain() {
-            self.cache.pool.free_block(&bp);
-        }
-        for bp in taken.free.drain(..) {
-            self.cache.pool.free_block(&bp);
-        }
+        self.free_unlinked(taken);
         self.write_dnodes(&mut meta, &new_phys, &mut ctx)?;
         let (root, acct) = self.write_root(&meta, &old_root, &zil_header, &mut ctx)?;
         self.install(meta, root, zil_header, acct, new_phys);
         Ok(root)
+    }
+
+    /// Early blocks a sync did not link, and orphans: in no tree, freed directly.
+    fn free_unlinked(&self, taken: Taken) {
+        let early = taken.map.into_values().map(|(_, bp)| bp);
+        for bp in early.chain(taken.free) {
+            self.cache.pool.free_block(&bp);
+        }
     }
 
     /// Phase 1, under the gate (no operation holds the txg): every dirty object's

@@ -381,7 +381,12 @@ mod tests {
     use super::*;
 
     fn itx(txg: u64, more: bool, rec: Record) -> Itx {
-        Itx { txg, more, rec }
+        Itx {
+            seq: 0,
+            txg,
+            more,
+            rec,
+        }
     }
 
     #[test]
