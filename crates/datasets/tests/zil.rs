@@ -158,8 +158,9 @@ fn verify(store: &Store, o: &Outcome, seed: u64, ctx: &str) {
     }
 }
 
-/// Cut at device write `cut` of the writers; whether the cut landed while they ran.
-fn cut_and_check(seed: u64, slog: bool, cut: u64) -> bool {
+/// Cut at device write `cut` of the writers: whether the cut landed while they
+/// ran, and their writes in this run.
+fn cut_and_check(seed: u64, slog: bool, cut: u64) -> (bool, u64) {
     let o = workload(seed, slog, Some(cut));
     let mut rng = Rng(seed ^ cut);
     let mut devs: Vec<Arc<dyn BlockDevice>> = o
@@ -183,21 +184,30 @@ fn cut_and_check(seed: u64, slog: bool, cut: u64) -> bool {
     assert_eq!((s.errors, s.unrecoverable), (0, 0), "{ctx}: scrub {s:?}");
     // Replay is idempotent: export, import again, same content.
     store.export().unwrap();
-    o.cut_reached
+    (o.cut_reached, o.writes)
 }
 
 /// `cuts` power cuts at writes drawn (by `rng`) over the writers' writes in a run
 /// without a cut (`total`, from `calibrate`), seeds `seed0..`. Threads make each
-/// run's write count differ a little, so a cut near the end may miss a shorter run:
-/// at most a tenth may, or the cuts test a clean power-off instead of a crash.
+/// run's write count differ (more on a loaded machine), so a cut may fall past
+/// the end of a shorter run: a clean power-off, not a crash. Such a cut is drawn
+/// again below that run's own count, up to twice; every cut must land.
 fn cut_points(total: u64, cuts: u64, mut rng: Rng, seed0: u64, slog: bool) {
-    let missed = (0..cuts)
-        .filter(|k| !cut_and_check(seed0 + k, slog, rng.below(total)))
-        .count() as u64;
-    assert!(
-        missed * 10 <= cuts,
-        "{missed} of {cuts} cuts fell after the writers' last write ({total} writes)"
-    );
+    for k in 0..cuts {
+        let mut cut = rng.below(total);
+        for again in 0.. {
+            let (reached, writes) = cut_and_check(seed0 + k, slog, cut);
+            if reached {
+                break;
+            }
+            assert!(
+                again < 2,
+                "seed {}: cut {cut} fell after the writers' last write ({writes} writes) three times",
+                seed0 + k
+            );
+            cut = rng.below(writes);
+        }
+    }
 }
 
 /// The writers' device writes in the shortest of three runs without a cut
