@@ -31,6 +31,7 @@ DEFAULT_E2E_TIMEOUT=600
 
 PASSED=0
 FAILED=0
+NEXTEST_SKIPPED=0
 FAILED_NAMES=()
 
 mkdir -p "$ARTIFACTS_ROOT"
@@ -78,13 +79,14 @@ report() { # name rc start_epoch logfile
     fi
 }
 
-# parse_nextest_summary LOG -> prints "passed failed", or nothing if the log
+# parse_nextest_summary LOG -> prints "passed failed skipped", or nothing if the log
 # has no summary line. Format (cargo-nextest 0.9.x), e.g.
 #   Summary [   2.010s] 3 tests run: 1 passed, 1 failed, 1 timed out, 1 skipped
 #   Summary [   0.023s] 3 tests run: 3 passed (1 slow, 1 flaky), 1 skipped
 #   Summary [   1.000s] 2/5 tests run: 1 passed, 1 failed, 0 skipped
 # "failed", "exec failed" and "timed out" all count as failed, and so do the
-# tests of a cancelled run that never ran (the M-N of "N/M tests run").
+# tests of a cancelled run that never ran (the M-N of "N/M tests run");
+# "skipped" are the #[ignore]d tests (not run, so the suite was smaller).
 parse_nextest_summary() {
     sed -e 's/\x1b\[[0-9;]*m//g' "$1" |
         grep -E '^[[:space:]]*Summary \[.*\] [0-9]+(/[0-9]+)? tests? run:' |
@@ -96,12 +98,13 @@ parse_nextest_summary() {
             n = split(parts[1], runtot, "/")
             notrun = (n == 2) ? runtot[2] - runtot[1] : 0
             rest = parts[2]
-            p = 0; f = 0
+            p = 0; f = 0; s = 0
             if (match(rest, /[0-9]+ passed/))    p  = substr(rest, RSTART, RLENGTH) + 0
             if (match(rest, /, [0-9]+ failed/))  f += substr(rest, RSTART + 2, RLENGTH - 2) + 0
             if (match(rest, /[0-9]+ exec failed/)) f += substr(rest, RSTART, RLENGTH) + 0
             if (match(rest, /[0-9]+ timed out/)) f += substr(rest, RSTART, RLENGTH) + 0
-            print p, f + notrun
+            if (match(rest, /[0-9]+ skipped/))   s  = substr(rest, RSTART, RLENGTH) + 0
+            print p, f + notrun, s
         }'
 }
 
@@ -135,7 +138,7 @@ else
             echo "FAIL cargo-nextest: no summary line, exit $nextest_rc (log: ${NEXTEST_LOG#"$REPO"/})"
         fi
     else
-        read -r np nf <<<"$counts"
+        read -r np nf NEXTEST_SKIPPED <<<"$counts"
         # A failing exit with no failed test counted (e.g. a leak, a setup
         # script) still counts as one failure.
         if [[ $nextest_rc -ne 0 && $nf -eq 0 ]]; then
@@ -216,6 +219,8 @@ fi
 # full pass.
 SMALLER=()
 [[ ${SKIP_CARGO:-0} == 1 ]] && SMALLER+=("cargo tests skipped (SKIP_CARGO=1)")
+[[ ${SKIP_CARGO:-0} != 1 && $BUILD_OK -eq 0 ]] && SMALLER+=("cargo tests not run (build failed)")
+((NEXTEST_SKIPPED > 0)) && SMALLER+=("$NEXTEST_SKIPPED cargo tests ignored (#[ignore], not run)")
 [[ -n ${E2E_FILTER:-} ]] && SMALLER+=("e2e scripts filtered (E2E_FILTER=$E2E_FILTER)")
 [[ ${SKIP_LINT:-0} == 1 ]] && SMALLER+=("lint skipped (SKIP_LINT=1)")
 if ((${#SMALLER[@]} > 0)); then

@@ -10,9 +10,9 @@
 # A script can also be run by hand: these default to the values above.
 #
 # Helpers: fail, assert_eq, assert_contains, assert_ok, assert_fails, wait_until,
-# analytics_stored, mktmp,
-# start_daemon, stop_daemon, kill9_daemon, note, free_port, background, stop_background,
-# need_browser, browser_python.
+# analytics_stored, mktmp, start_daemon, stop_daemon, kill9_daemon, writer_step,
+# check_writer_errors, note, free_port, background, stop_background, need_browser,
+# browser_python.
 #
 # Every test fails if the daemon panics (or logs an internal error), dies on its
 # own, or exits non-zero when stopped; see _e2e_cleanup and stop_daemon.
@@ -37,7 +37,7 @@ LAST_STDERR=
 # fail MSG: print MSG (with the caller's location) to stderr and exit 1.
 fail() {
     local where="${BASH_SOURCE[1]:-?}:${BASH_LINENO[0]:-?}"
-    if [[ ${FUNCNAME[1]:-} == assert_* || ${FUNCNAME[1]:-} == wait_until ]]; then
+    if [[ ${FUNCNAME[1]:-} == assert_* || ${FUNCNAME[1]:-} == wait_until || ${FUNCNAME[1]:-} == check_writer_errors ]]; then
         where="${BASH_SOURCE[2]:-?}:${BASH_LINENO[1]:-?}"
     fi
     echo "FAIL ($(basename "${where%%:*}"):${where##*:}): $*" >&2
@@ -179,6 +179,7 @@ start_daemon() {
     HOME_DIR=${HOME_DIR:-$(mktmp)}
     export HOME_DIR
     export CACHALOT_SOCKET=$HOME_DIR/cachalot.sock
+    rm -f "$_E2E_ROOT/daemon.killed"
     DAEMON_STARTS=$((DAEMON_STARTS + 1))
     echo "==== start_daemon #$DAEMON_STARTS $(date '+%T') ====" >>"$ARTIFACTS/daemon.log"
     # Protocol servers bind only what a test asks for, so tests never fight over
@@ -245,13 +246,59 @@ _daemon_log_errors() {
     grep -m 5 -E "panicked at|internal error" "$ARTIFACTS/daemon.log"
 }
 
-# kill9_daemon: SIGKILL the daemon (crash simulation) and reap it.
+# kill9_daemon: SIGKILL the daemon (crash simulation) and reap it. From just
+# before the kill until the next start_daemon, writer_step books errors as
+# "killed" (see there).
 kill9_daemon() {
     [[ -n $DAEMON_PID ]] || fail "kill9_daemon: no daemon started"
+    : >"$_E2E_ROOT/daemon.killed"
     kill -KILL "$DAEMON_PID" 2>/dev/null || true
     wait "$DAEMON_PID" 2>/dev/null || true
     DAEMON_PID=
     note "daemon killed with SIGKILL"
+}
+
+# Writers under kill9_daemon. A background writer loops until its first error
+# and ends there; each of its steps runs through `writer_step FILE CMD...`, which
+# passes CMD's stdout through and, when CMD fails, appends one line to FILE:
+#   alive (exit N): STDERR     the daemon had not been killed when CMD failed
+#   killed (exit N): STDERR    kill9_daemon had begun (CMD may have run into it)
+# check_writer_errors then says whether the writers ended as a kill explains.
+writer_step() {
+    local file=$1 err rc=0 when=alive
+    shift
+    err=$(mktemp "$_E2E_ROOT/writer.err.XXXXXX")
+    "$@" 2>"$err" || rc=$?
+    if ((rc != 0)); then
+        # Looked at after the failure: "alive" means alive for the whole of CMD.
+        [[ -e $_E2E_ROOT/daemon.killed ]] && when=killed
+        printf '%s (exit %d): %s\n' "$when" "$rc" "$(tr '\n' ' ' <"$err")" >>"$file"
+    fi
+    rm -f "$err"
+    return "$rc"
+}
+
+# The CLI's messages for a daemon that went away (api-types client.rs).
+LOST_DAEMON_RE='cannot connect to the cachalot daemon|lost the connection to the daemon|closed the connection without answering'
+
+# check_writer_errors FILE WHAT [ALLOWED_RE] [KILLED_RE]: fail (naming WHAT) on
+# an error a writer met while the daemon was alive (a dropped connection or a
+# refused write: a kill does not explain it) unless it matches the extended
+# regex ALLOWED_RE, and on an error after the kill that matches neither
+# KILLED_RE (default LOST_DAEMON_RE; "." for clients whose messages vary) nor
+# ALLOWED_RE. Prints each distinct error once, so a log shows how writers ended.
+check_writer_errors() {
+    local file=$1 what=$2 allowed=${3:-} killed=${4:-$LOST_DAEMON_RE} line bad=
+    [[ -s $file ]] || return 0
+    while read -r line; do
+        case $line in
+        alive*) [[ -n $allowed ]] && grep -qE "$allowed" <<<"$line" || bad+="$line"$'\n' ;;
+        killed*) grep -qE "$killed${allowed:+|$allowed}" <<<"$line" || bad+="$line"$'\n' ;;
+        *) bad+="$line"$'\n' ;;
+        esac
+    done <"$file"
+    note "$what: writers ended with: $(sed 's/[0-9]\{1,\}/N/g' "$file" | sort | uniq -c | head -5 | tr -s ' \n' ' ')"
+    [[ -z $bad ]] || fail "$what: a writer met an error the kill does not explain: $(head -3 <<<"$bad")"
 }
 
 # background PID: a process the test started in the background (a workload

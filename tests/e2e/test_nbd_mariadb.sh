@@ -92,12 +92,14 @@ note "kill -9 of the cachalot daemon under load"
 sql "create database ack; create table ack.t (id int primary key, pad varchar(200)) engine=innodb"
 ACKED=$T/acked
 : >"$ACKED"
+# The writer ends at its first error: check_writer_errors fails on one met
+# before the daemon was killed (MariaDB's messages after the kill vary).
 writer() {
     local i=0
     while true; do
         i=$((i + 1))
-        timeout 20 mariadb -S "$MY_SOCK" -uroot -e \
-            "insert into ack.t values ($i, repeat('a', 200))" 2>/dev/null || return 0
+        writer_step "$T/werr" timeout 20 mariadb -S "$MY_SOCK" -uroot -e \
+            "insert into ack.t values ($i, repeat('a', 200))" || return 0
         echo "$i" >>"$ACKED"
     done
 }
@@ -115,6 +117,7 @@ mariadb_kill9
 kill "$sbpid" "$wpid" 2>/dev/null || true
 wait "$wpid" 2>/dev/null || true
 wait "$sbpid" 2>/dev/null || true
+check_writer_errors "$T/werr" "the insert writer" "" .
 n_acked=$(wc -l <"$ACKED")
 ((n_acked > 0)) || fail "the writer saw no acknowledged insert before the kill"
 note "$n_acked inserts acknowledged before the daemon died"

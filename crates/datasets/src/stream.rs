@@ -699,7 +699,11 @@ impl Store {
                     base.name
                 )));
             }
-            self.rollback(&format!("{fs}@{}", base.name), true)?;
+            // Refused now if the rollback would be, but not done: the swap of
+            // the received copy (a clone of the base) into `fs`'s place at the
+            // end discards the diverged head and the newer snapshots. A stream
+            // that fails before then leaves `fs` as it was.
+            self.check_rollback(&format!("{fs}@{}", base.name), true)?;
         }
         Ok(base.name.clone())
     }

@@ -59,6 +59,11 @@ struct Run {
     by_txg: BTreeMap<u64, Model>,
     /// Last txg whose commit returned while the power was still on.
     acked: u64,
+    /// Device writes of the workload itself (after the pool's creation): the
+    /// range cut points are drawn from.
+    writes: u64,
+    /// The cut landed inside the workload (not a clean power-off after it).
+    cut_reached: bool,
 }
 
 /// Run a deterministic workload of `txgs` commits; the devices are cut at `cut`
@@ -76,6 +81,8 @@ fn workload(seed: u64, layout: Layout, devs: &[SimDevice], txgs: usize, cut: Opt
     let mut run = Run {
         by_txg: BTreeMap::new(),
         acked: 0,
+        writes: 0,
+        cut_reached: false,
     };
     run.by_txg.insert(store.synced_txg(), model.clone());
     run.acked = store.synced_txg();
@@ -126,6 +133,8 @@ fn workload(seed: u64, layout: Layout, devs: &[SimDevice], txgs: usize, cut: Opt
         }
         run.acked = target;
     }
+    run.writes = devs[0].writes_issued() - base;
+    run.cut_reached = devs[0].is_cut();
     // Power off now if the cut was not reached, so nothing later lands.
     for d in devs {
         if !d.is_cut() {
@@ -139,13 +148,19 @@ fn workload(seed: u64, layout: Layout, devs: &[SimDevice], txgs: usize, cut: Opt
 fn check_cut(seed: u64, layout: Layout, cut: u64, txgs: usize) {
     let devs = layout.devices();
     let run = workload(seed, layout, &devs, txgs, Some(cut));
+    let ctx = format!("seed {seed} {layout:?} cut {cut}");
+    // A cut past the workload's end would test only a clean power-off.
+    assert!(
+        run.cut_reached,
+        "{ctx}: the cut is not within the workload's {} writes",
+        run.writes
+    );
     let mut rng = Rng(seed ^ cut);
     let images: Vec<SimDevice> = devs
         .iter()
         .enumerate()
         .map(|(i, d)| SimDevice::from_image(&format!("img{i}"), d.crash_image(|| rng.chance(50))))
         .collect();
-    let ctx = format!("seed {seed} {layout:?} cut {cut}");
     let store = Store::import_devices(
         images
             .iter()
@@ -180,11 +195,9 @@ fn check_cut(seed: u64, layout: Layout, cut: u64, txgs: usize) {
     store.export().unwrap();
 }
 
+/// Device writes of the workload alone (not the pool's creation before it).
 fn total_writes(seed: u64, layout: Layout, txgs: usize) -> u64 {
-    let devs = layout.devices();
-    let store_devs = devs.clone();
-    let _ = workload(seed, layout, &store_devs, txgs, None);
-    devs[0].writes_issued()
+    workload(seed, layout, &layout.devices(), txgs, None).writes
 }
 
 fn cut_points(seed: u64, layout: Layout, cuts: u64, txgs: usize) {
@@ -192,7 +205,7 @@ fn cut_points(seed: u64, layout: Layout, cuts: u64, txgs: usize) {
     assert!(total > 50, "workload too small: {total} writes");
     let mut rng = Rng(seed * 31 + 7);
     for _ in 0..cuts {
-        // Skip the writes of pool creation (txg 1) which precede the workload.
+        // Counted from the workload's first write (see `workload`).
         let cut = rng.below(total);
         check_cut(seed, layout, cut, txgs);
     }

@@ -22,6 +22,11 @@ struct Run {
     /// The states a txg may hold (two while an operation was in flight).
     by_txg: BTreeMap<u64, Vec<State>>,
     acked: u64,
+    /// Device writes of the operations (not the setup before them): the range
+    /// cut points are drawn from.
+    writes: u64,
+    /// The cut landed inside the operations (not a clean power-off after them).
+    cut_reached: bool,
 }
 
 /// Apply `f` (an operation that commits one or more txgs): while it runs, the
@@ -64,8 +69,9 @@ fn workload(seed: u64, dev: &SimDevice, steps: usize, cut: Option<u64>) -> Run {
         .create_dataset("tank/a", DatasetKind::Filesystem, None, &[], false)
         .unwrap();
     store.sync().unwrap();
+    let base = dev.writes_issued();
     if let Some(c) = cut {
-        dev.cut_power_at_write(dev.writes_issued() + c);
+        dev.cut_power_at_write(base + c);
     }
     let mut st = State {
         model: BTreeMap::from([
@@ -77,6 +83,8 @@ fn workload(seed: u64, dev: &SimDevice, steps: usize, cut: Option<u64>) -> Run {
     let mut run = Run {
         by_txg: BTreeMap::from([(store.synced_txg(), vec![st.clone()])]),
         acked: store.synced_txg(),
+        writes: 0,
+        cut_reached: false,
     };
     let mut n = 0;
     for t in 0..steps {
@@ -233,6 +241,8 @@ fn workload(seed: u64, dev: &SimDevice, steps: usize, cut: Option<u64>) -> Run {
         }
         run.acked = target;
     }
+    run.writes = dev.writes_issued() - base;
+    run.cut_reached = dev.is_cut();
     dev.power().cut_now();
     drop(store);
     run
@@ -276,9 +286,15 @@ fn snap_order(full: &str) -> u64 {
 fn check(seed: u64, cut: u64) {
     let dev = SimDevice::new("d", 96 << 20);
     let run = workload(seed, &dev, 14, Some(cut));
+    let ctx = format!("seed {seed} cut {cut}");
+    // A cut past the operations' end would test only a clean power-off.
+    assert!(
+        run.cut_reached,
+        "{ctx}: the cut is not within the workload's {} writes",
+        run.writes
+    );
     let mut rng = Rng(seed ^ cut);
     let img = SimDevice::from_image("i", dev.crash_image(|| rng.chance(50)));
-    let ctx = format!("seed {seed} cut {cut}");
     let store = Store::import_devices(vec![Arc::new(img) as Arc<dyn BlockDevice>], manual_opts())
         .unwrap_or_else(|e| panic!("{ctx}: import: {e}"));
     let txg = store.synced_txg();
@@ -315,10 +331,7 @@ fn check(seed: u64, cut: u64) {
 #[test]
 fn power_loss_during_snapshot_operations_90_cuts() {
     let dev = SimDevice::new("calib", 96 << 20);
-    let total = {
-        let _ = workload(7, &dev, 14, None);
-        dev.writes_issued()
-    };
+    let total = workload(7, &dev, 14, None).writes;
     let mut rng = Rng(99);
     if let Ok(c) = std::env::var("CUT") {
         check(7, c.parse().unwrap());

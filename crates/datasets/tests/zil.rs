@@ -38,6 +38,11 @@ struct Outcome {
     slog: Option<SimDevice>,
     objs: Vec<u64>,
     acked: Vec<u64>,
+    /// Device writes of the writers (not the setup before them): the range cut
+    /// points are drawn from.
+    writes: u64,
+    /// The cut landed while the writers ran (not a clean power-off after them).
+    cut_reached: bool,
 }
 
 /// Writers each append records to their own object, fsync (or write_sync, or
@@ -102,6 +107,7 @@ fn workload_with(seed: u64, slog: bool, cut: Option<u64>, txg_timeout: Duration)
             });
         }
     });
+    let (writes, cut_reached) = (power.writes_issued() - base, power.is_cut());
     power.cut_now();
     drop(ds);
     drop(store);
@@ -110,6 +116,8 @@ fn workload_with(seed: u64, slog: bool, cut: Option<u64>, txg_timeout: Duration)
         slog: log,
         objs,
         acked: acked.iter().map(|a| a.load(Ordering::SeqCst)).collect(),
+        writes,
+        cut_reached,
     }
 }
 
@@ -150,7 +158,9 @@ fn verify(store: &Store, o: &Outcome, seed: u64, ctx: &str) {
     }
 }
 
-fn cut_and_check(seed: u64, slog: bool, cut: u64) {
+/// Cut at device write `cut` of the writers: whether the cut landed while they
+/// ran, and their writes in this run.
+fn cut_and_check(seed: u64, slog: bool, cut: u64) -> (bool, u64) {
     let o = workload(seed, slog, Some(cut));
     let mut rng = Rng(seed ^ cut);
     let mut devs: Vec<Arc<dyn BlockDevice>> = o
@@ -174,24 +184,54 @@ fn cut_and_check(seed: u64, slog: bool, cut: u64) {
     assert_eq!((s.errors, s.unrecoverable), (0, 0), "{ctx}: scrub {s:?}");
     // Replay is idempotent: export, import again, same content.
     store.export().unwrap();
+    (o.cut_reached, o.writes)
 }
 
+/// `cuts` power cuts at writes drawn (by `rng`) over the writers' writes in a run
+/// without a cut (`total`, from `calibrate`), seeds `seed0..`. Threads make each
+/// run's write count differ (more on a loaded machine), so a cut may fall past
+/// the end of a shorter run: a clean power-off, not a crash. Such a cut is drawn
+/// again below that run's own count, up to twice; every cut must land.
+fn cut_points(total: u64, cuts: u64, mut rng: Rng, seed0: u64, slog: bool) {
+    for k in 0..cuts {
+        let mut cut = rng.below(total);
+        for again in 0.. {
+            let (reached, writes) = cut_and_check(seed0 + k, slog, cut);
+            if reached {
+                break;
+            }
+            assert!(
+                again < 2,
+                "seed {}: cut {cut} fell after the writers' last write ({writes} writes) three times",
+                seed0 + k
+            );
+            cut = rng.below(writes);
+        }
+    }
+}
+
+/// The writers' device writes in the shortest of three runs without a cut
+/// (seeds `seed..seed + 3`): the commits that interleave with the log writes
+/// vary from run to run, and a range from a long run would leave cuts past
+/// the end of shorter ones.
 fn calibrate(seed: u64, slog: bool) -> u64 {
-    let o = workload(seed, slog, None);
-    assert!(
-        o.acked.iter().all(|a| *a == PER_WRITER),
-        "without a cut every write is acknowledged"
-    );
-    o.data[0].power().writes_issued()
+    (seed..seed + 3)
+        .map(|s| {
+            let o = workload(s, slog, None);
+            assert!(
+                o.acked.iter().all(|a| *a == PER_WRITER),
+                "without a cut every write is acknowledged"
+            );
+            o.writes
+        })
+        .min()
+        .unwrap()
 }
 
 #[test]
 fn fsync_writers_power_loss_120_cuts() {
     let total = calibrate(1, false);
-    let mut rng = Rng(77);
-    for k in 0..120 {
-        cut_and_check(100 + k, false, rng.below(total));
-    }
+    cut_points(total, 120, Rng(77), 100, false);
 }
 
 /// 128 KiB writes without a log device: logged by reference (the block written
@@ -201,10 +241,7 @@ fn fsync_writers_power_loss_120_cuts() {
 #[test]
 fn large_writes_by_reference_power_loss_60_cuts() {
     let total = calibrate(LARGE | 3, false);
-    let mut rng = Rng(79);
-    for k in 0..60 {
-        cut_and_check(LARGE | (900 + k), false, rng.below(total));
-    }
+    cut_points(total, 60, Rng(79), LARGE | 900, false);
 }
 
 /// 128 KiB writes with a log device: not by reference, but not copied into
@@ -212,19 +249,13 @@ fn large_writes_by_reference_power_loss_60_cuts() {
 #[test]
 fn large_writes_on_log_device_power_loss_30_cuts() {
     let total = calibrate(LARGE | 4, true);
-    let mut rng = Rng(80);
-    for k in 0..30 {
-        cut_and_check(LARGE | (1000 + k), true, rng.below(total));
-    }
+    cut_points(total, 30, Rng(80), LARGE | 1000, true);
 }
 
 #[test]
 fn fsync_writers_with_log_device_power_loss_90_cuts() {
     let total = calibrate(2, true);
-    let mut rng = Rng(78);
-    for k in 0..90 {
-        cut_and_check(500 + k, true, rng.below(total));
-    }
+    cut_points(total, 90, Rng(78), 500, true);
 }
 
 #[test]

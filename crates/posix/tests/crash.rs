@@ -76,6 +76,11 @@ fn random_op(rng: &mut Rng, fs: &Fs) {
 struct Run {
     by_txg: BTreeMap<u64, BTreeMap<String, String>>,
     acked: u64,
+    /// Device writes of the measured namespace changes (not the setup before
+    /// them): the range cut points are drawn from.
+    writes: u64,
+    /// The cut landed inside the changes (not a clean power-off after them).
+    cut_reached: bool,
 }
 
 fn workload(seed: u64, dev: &SimDevice, txgs: usize, cut: Option<u64>) -> Run {
@@ -106,10 +111,13 @@ fn workload(seed: u64, dev: &SimDevice, txgs: usize, cut: Option<u64>) -> Run {
     let mut run = Run {
         by_txg: BTreeMap::new(),
         acked: store.synced_txg(),
+        writes: 0,
+        cut_reached: false,
     };
     run.by_txg.insert(store.synced_txg(), walk(&fs));
+    let base = dev.writes_issued();
     if let Some(c) = cut {
-        dev.cut_power_at_write(dev.writes_issued() + c);
+        dev.cut_power_at_write(base + c);
     }
     for _ in 0..txgs {
         for _ in 0..1 + rng.below(8) {
@@ -127,6 +135,8 @@ fn workload(seed: u64, dev: &SimDevice, txgs: usize, cut: Option<u64>) -> Run {
         }
         run.acked = target;
     }
+    run.writes = dev.writes_issued() - base;
+    run.cut_reached = dev.is_cut();
     if !dev.is_cut() {
         dev.cut_power_at_write(dev.writes_issued());
     }
@@ -136,9 +146,15 @@ fn workload(seed: u64, dev: &SimDevice, txgs: usize, cut: Option<u64>) -> Run {
 fn check(seed: u64, cut: u64, txgs: usize) {
     let dev = SimDevice::new("d0", DEV_SIZE);
     let run = workload(seed, &dev, txgs, Some(cut));
+    let ctx = format!("seed {seed} cut {cut}");
+    // A cut past the changes' end would test only a clean power-off.
+    assert!(
+        run.cut_reached,
+        "{ctx}: the cut is not within the workload's {} writes",
+        run.writes
+    );
     let mut rng = Rng(seed ^ cut);
     let img = SimDevice::from_image("img", dev.crash_image(|| rng.below(2) == 0));
-    let ctx = format!("seed {seed} cut {cut}");
     let store = Store::import_devices(as_dyn(&[img]), manual_opts())
         .unwrap_or_else(|e| panic!("{ctx}: import: {e}"));
     let txg = store.synced_txg();
@@ -156,14 +172,16 @@ fn check(seed: u64, cut: u64, txgs: usize) {
     assert_eq!(&walk(&fs), want, "{ctx}: tree differs from txg {txg}");
 }
 
+/// Two seeds: 100 cuts in all.
+const CUTS_PER_SEED: usize = 50;
+
 #[test]
 fn namespace_changes_are_atomic_across_power_loss() {
     for seed in [11u64, 12] {
         let probe = SimDevice::new("probe", DEV_SIZE);
-        let _ = workload(seed, &probe, 25, None);
-        let total = probe.writes_issued();
+        let total = workload(seed, &probe, 25, None).writes;
         let mut rng = Rng(seed * 7);
-        for _ in 0..15 {
+        for _ in 0..CUTS_PER_SEED {
             check(seed, rng.below(total), 25);
         }
     }

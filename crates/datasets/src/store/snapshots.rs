@@ -139,31 +139,7 @@ impl Store {
         self.check_live()?;
         {
             let mut st = self.state.lock();
-            let (id, idx) = self.find_snapshot(&st, full)?;
-            let rec = &st.catalog.datasets[&id];
-            let newer: Vec<String> = rec.snapshots[idx + 1..]
-                .iter()
-                .map(|s| s.name.clone())
-                .collect();
-            if !newer.is_empty() && !recursive {
-                return Err(StoreError::Busy(format!(
-                    "'{full}' is not the newest snapshot ({} newer, e.g. '{}@{}'): use -r to destroy them",
-                    newer.len(),
-                    rec.name,
-                    newer[newer.len() - 1]
-                )));
-            }
-            for n in &newer {
-                check_no_clones(&st.catalog, id, n)?;
-                crate::holds::check_not_held(&st.catalog, id, n)?;
-            }
-            if st.handles.get(&id).is_some_and(|h| h.busy()) {
-                return Err(StoreError::Busy(format!(
-                    "dataset '{}' is busy (mounted or in use): unmount it first",
-                    rec.name
-                )));
-            }
-            let snap = rec.snapshots[idx].name.clone();
+            let (id, snap, newer) = self.rollback_refusal(&st, full, recursive)?;
             for n in newer.into_iter().rev() {
                 st.snap_ops
                     .push(crate::snapshot::SnapOp::Destroy { id, name: n });
@@ -179,6 +155,49 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// Whether `rollback(full, recursive)` would be refused (and why); changes
+    /// nothing. A forced incremental receive asks before it starts, and
+    /// discards the target's newer state only once the whole stream arrived.
+    pub(crate) fn check_rollback(&self, full: &str, recursive: bool) -> Result<()> {
+        let st = self.state.lock();
+        self.rollback_refusal(&st, full, recursive).map(|_| ())
+    }
+
+    /// The refusals of `rollback`: else the dataset's id, the snapshot's name
+    /// and the newer snapshots it destroys (oldest first).
+    fn rollback_refusal(
+        &self,
+        st: &State,
+        full: &str,
+        recursive: bool,
+    ) -> Result<(u64, String, Vec<String>)> {
+        let (id, idx) = self.find_snapshot(st, full)?;
+        let rec = &st.catalog.datasets[&id];
+        let newer: Vec<String> = rec.snapshots[idx + 1..]
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        if !newer.is_empty() && !recursive {
+            return Err(StoreError::Busy(format!(
+                "'{full}' is not the newest snapshot ({} newer, e.g. '{}@{}'): use -r to destroy them",
+                newer.len(),
+                rec.name,
+                newer[newer.len() - 1]
+            )));
+        }
+        for n in &newer {
+            check_no_clones(&st.catalog, id, n)?;
+            crate::holds::check_not_held(&st.catalog, id, n)?;
+        }
+        if st.handles.get(&id).is_some_and(|h| h.busy()) {
+            return Err(StoreError::Busy(format!(
+                "dataset '{}' is busy (mounted or in use): unmount it first",
+                rec.name
+            )));
+        }
+        Ok((id, rec.snapshots[idx].name.clone(), newer))
     }
 
     /// Create `new` as a writable clone of snapshot `full`: it shares every block
