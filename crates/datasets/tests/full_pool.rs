@@ -164,3 +164,36 @@ fn full_pool_bulk_commits_of_small_writes() {
         committer: false,
     });
 }
+
+/// A big delete shows in `avail` once it is committed, without waiting for the
+/// commits that release deferred frees (an idle pool makes none: `avail` stayed
+/// near zero after deleting most of a full pool), and a write can use it.
+#[test]
+fn a_committed_delete_is_available_at_once() {
+    let devs = sim_devices(1, 64 << 20);
+    let store = Store::create_on_devices("tank", as_dyn(&devs), false, manual_opts()).unwrap();
+    create_uncompressed_fs(&store, "tank/fs");
+    let ds = store.dataset("tank/fs").unwrap();
+    let avail = || store.list(Some("tank/fs"), false).unwrap()[0].available;
+    let empty = avail();
+    let obj = ds.create_object().unwrap();
+    let data = Rng(5).bytes(32 << 20);
+    ds.write(obj, 0, &data).unwrap();
+    store.sync().unwrap();
+    let full = avail();
+    assert!(
+        full + (30 << 20) < empty,
+        "32 MiB written: {full} of {empty}"
+    );
+    ds.delete_object(obj).unwrap();
+    store.sync().unwrap();
+    let after = avail();
+    assert!(
+        after + (1 << 20) >= empty,
+        "after the delete's commit avail is {after}, it was {empty} before the write"
+    );
+    let again = ds.create_object().unwrap();
+    ds.write(again, 0, &data).unwrap();
+    store.sync().unwrap();
+    assert_eq!(ds.read(again, 0, data.len()).unwrap(), data);
+}

@@ -29,7 +29,7 @@ pub(super) struct SpaceIndex {
     reported: HashMap<u64, u64>,
     /// Sum over all datasets of their unused reservation.
     unused_reservations: u64,
-    /// The pool's unreserved free space less slop and dirty data, read once.
+    /// `Store::unreserved_free`, read once.
     free_base: u64,
 }
 
@@ -82,16 +82,12 @@ impl SpaceIndex {
                 num_prop(d, "reservation").saturating_sub(used.get(&d.id).copied().unwrap_or(0))
             })
             .sum();
-        let space = store.pool.space();
-        let dirty = store.dirty.load(Ordering::Relaxed);
         SpaceIndex {
             children,
             used,
             reported,
             unused_reservations,
-            free_base: space
-                .usable_free
-                .saturating_sub(slop_space(space.size) + dirty),
+            free_base: store.unreserved_free(),
         }
     }
 

@@ -55,13 +55,9 @@ impl Store {
     /// Space a dataset may still use: the pool's unreserved free space (plus its own
     /// unused reservation), capped by the quotas of it and its ancestors.
     pub(crate) fn available_in(&self, cat: &Catalog, id: u64) -> u64 {
-        let space = self.pool.space();
-        let slop = slop_space(space.size);
-        let reserved_elsewhere = reserved_elsewhere(cat, id);
-        let dirty = self.dirty.load(Ordering::Relaxed);
-        let mut avail = space
-            .usable_free
-            .saturating_sub(slop + reserved_elsewhere + dirty);
+        let mut avail = self
+            .unreserved_free()
+            .saturating_sub(reserved_elsewhere(cat, id));
         for a in cat.ancestry(id) {
             let d = &cat.datasets[&a];
             let q = num_prop(d, "quota");
@@ -70,6 +66,18 @@ impl Store {
             }
         }
         avail
+    }
+
+    /// The pool's free space for datasets, before reservations: usable free
+    /// space plus frees still deferred, less slop and dirty data. Deferred
+    /// frees count: a write that needs them commits to release them
+    /// (`Dataset::reserve`), and an idle pool commits nothing, so without
+    /// them `avail` stayed near zero after a big delete until the next write.
+    pub(super) fn unreserved_free(&self) -> u64 {
+        let space = self.pool.space();
+        let dirty = self.dirty.load(Ordering::Relaxed);
+        (space.usable_free + self.pool.deferred_bytes())
+            .saturating_sub(slop_space(space.size) + dirty)
     }
 
     /// Check that `bytes` more may be written to dataset `id`.
