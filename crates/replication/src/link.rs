@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 
 /// DATA frames written by [`DataWriter`].
 const DATA_CHUNK: usize = 256 << 10;
+/// Unused bandwidth allowance a limited stream may spend at once, as time at
+/// the limit: a stream that fell behind (a stalled peer) catches up at most
+/// this much above its rate.
+const MAX_BURST: Duration = Duration::from_secs(1);
 
 /// A conversation with a peer.
 pub struct Link {
@@ -173,8 +177,7 @@ impl Link {
             link: self,
             buf: Vec::with_capacity(chunk),
             chunk,
-            bwlimit,
-            start: Instant::now(),
+            pacer: bwlimit.map(|rate| Pacer::new(rate, Instant::now())),
             sent: 0,
         }
     }
@@ -198,9 +201,36 @@ pub struct DataWriter<'a> {
     link: &'a mut Link,
     buf: Vec<u8>,
     chunk: usize,
-    bwlimit: Option<u64>,
-    start: Instant,
+    pacer: Option<Pacer>,
     sent: u64,
+}
+
+/// The pace of a stream under a bandwidth limit: after `sent` bytes, the
+/// pause that brings the average rate since the start back to the limit.
+/// A stream that fell behind (a stalled peer, e.g. on a checkpoint commit)
+/// keeps at most `MAX_BURST` of unused allowance, so it does not then catch
+/// up at full speed for as long as it stalled.
+struct Pacer {
+    rate: u64,
+    start: Instant,
+}
+
+impl Pacer {
+    fn new(rate: u64, now: Instant) -> Pacer {
+        Pacer { rate, start: now }
+    }
+
+    fn pause_after(&mut self, sent: u64, now: Instant) -> Duration {
+        let due = Duration::from_secs_f64(sent as f64 / self.rate as f64);
+        let spent = now.saturating_duration_since(self.start);
+        if due > spent {
+            return due - spent;
+        }
+        if spent - due > MAX_BURST {
+            self.start += spent - due - MAX_BURST;
+        }
+        Duration::ZERO
+    }
 }
 
 impl DataWriter<'_> {
@@ -215,13 +245,11 @@ impl DataWriter<'_> {
             .map_err(|e| self.link.io_error(e))?;
         self.sent += self.buf.len() as u64;
         self.buf.clear();
-        if let Some(rate) = self.bwlimit {
-            // Sleep until the average rate since the start is back at the limit.
-            let due = Duration::from_secs_f64(self.sent as f64 / rate as f64);
-            let spent = self.start.elapsed();
-            if due > spent {
+        if let Some(pacer) = &mut self.pacer {
+            let pause = pacer.pause_after(self.sent, Instant::now());
+            if !pause.is_zero() {
                 self.link.io.flush()?;
-                std::thread::sleep(due - spent);
+                std::thread::sleep(pause);
             }
         }
         Ok(())
@@ -351,5 +379,26 @@ impl DataReader<'_> {
         self.at += n;
         self.total += n as u64;
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stalled_stream_keeps_at_most_a_second_of_allowance() {
+        let t0 = Instant::now();
+        let mib = 1 << 20;
+        let mut p = Pacer::new(mib, t0);
+        // On pace: 1 MiB sent at once waits a second.
+        assert_eq!(p.pause_after(mib, t0), Duration::from_secs(1));
+        // The peer stalls 10 s after 1 MiB: 9 s of allowance unused, one kept.
+        let t = t0 + Duration::from_secs(10);
+        assert_eq!(p.pause_after(mib, t), Duration::ZERO);
+        // 2 more MiB right away: one was allowed, the other waits its second
+        // (an average since the start would have let 9 MiB through at once).
+        assert_eq!(p.pause_after(2 * mib, t), Duration::ZERO);
+        assert_eq!(p.pause_after(3 * mib, t), Duration::from_secs(1));
     }
 }
