@@ -1,7 +1,7 @@
 //! Space figures for many datasets at once (`list`): one pass over the catalog
 //! instead of one walk of the whole catalog per dataset and per child.
 //!
-//! `used_of`, `used_reported` and `available_in` answer for one dataset and each
+//! `used_of`, `used_reported` and `available_shown` answer for one dataset and each
 //! scans the catalog (`children` is a filter over every record, and
 //! `reserved_elsewhere` sums over every dataset), so listing n datasets cost
 //! O(n^3): 1,000 datasets took 21-54 s. `SpaceIndex` computes the same figures
@@ -9,16 +9,15 @@
 //!
 //! Invariants: for every dataset id, `used(id) == used_of(cat, id)`,
 //! `reported(id) == store.used_reported(cat, id)` and
-//! `store.available(id) == store.available_in(cat, id)` against the same catalog
+//! `store.available(id) == store.available_shown(cat, id)` against the same catalog
 //! and pool state (the unit test `index_matches_the_per_dataset_figures` checks
 //! it on a tree with reservations, quotas and a clone).
 
 use crate::catalog::*;
 use crate::store::properties::num_prop;
-use crate::store::space::{own_used, slop_space};
+use crate::store::space::own_used;
 use crate::store::Store;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 pub(super) struct SpaceIndex {
     /// Children of each dataset, in catalog (id) order.
@@ -29,7 +28,7 @@ pub(super) struct SpaceIndex {
     reported: HashMap<u64, u64>,
     /// Sum over all datasets of their unused reservation.
     unused_reservations: u64,
-    /// `Store::unreserved_free`, read once.
+    /// `Store::unreserved_free_shown`, read once.
     free_base: u64,
 }
 
@@ -87,7 +86,7 @@ impl SpaceIndex {
             used,
             reported,
             unused_reservations,
-            free_base: store.unreserved_free(),
+            free_base: store.unreserved_free_shown(),
         }
     }
 
@@ -217,7 +216,7 @@ mod tests {
             );
             assert_eq!(
                 index.available(cat, id),
-                store.available_in(cat, id),
+                store.available_shown(cat, id),
                 "available of {name}"
             );
             nonzero_reported += (index.used_reported(id) > 0) as usize;

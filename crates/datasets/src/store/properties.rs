@@ -190,7 +190,7 @@ impl Store {
             }),
             "creation" => ro(rec.creation.to_string()),
             "used" => ro(self.used_reported(cat, id).to_string()),
-            "available" | "avail" => ro(self.available_in(cat, id).to_string()),
+            "available" | "avail" => ro(self.available_shown(cat, id).to_string()),
             "referenced" | "refer" => ro(rec.acct.used.to_string()),
             "written" => {
                 ro(

@@ -53,11 +53,24 @@ pub fn slop_space(size: u64) -> u64 {
 
 impl Store {
     /// Space a dataset may still use: the pool's unreserved free space (plus its own
-    /// unused reservation), capped by the quotas of it and its ancestors.
+    /// unused reservation), capped by the quotas of it and its ancestors. What
+    /// admissions count on (a reservation, a thick volume): frees still
+    /// deferred are left out, as they may stay deferred while a scrub or a
+    /// send holds frees.
     pub(crate) fn available_in(&self, cat: &Catalog, id: u64) -> u64 {
-        let mut avail = self
-            .unreserved_free()
-            .saturating_sub(reserved_elsewhere(cat, id));
+        self.available_with(cat, id, self.unreserved_free())
+    }
+
+    /// `available_in` as `avail` shows it: frees still deferred count. A
+    /// write that needs them commits to release them (`Dataset::reserve`),
+    /// and an idle pool commits nothing, so without them `avail` stayed near
+    /// zero after a big delete until the next write.
+    pub(crate) fn available_shown(&self, cat: &Catalog, id: u64) -> u64 {
+        self.available_with(cat, id, self.unreserved_free_shown())
+    }
+
+    fn available_with(&self, cat: &Catalog, id: u64, free: u64) -> u64 {
+        let mut avail = free.saturating_sub(reserved_elsewhere(cat, id));
         for a in cat.ancestry(id) {
             let d = &cat.datasets[&a];
             let q = num_prop(d, "quota");
@@ -69,15 +82,18 @@ impl Store {
     }
 
     /// The pool's free space for datasets, before reservations: usable free
-    /// space plus frees still deferred, less slop and dirty data. Deferred
-    /// frees count: a write that needs them commits to release them
-    /// (`Dataset::reserve`), and an idle pool commits nothing, so without
-    /// them `avail` stayed near zero after a big delete until the next write.
-    pub(super) fn unreserved_free(&self) -> u64 {
+    /// space less slop and dirty data.
+    fn unreserved_free(&self) -> u64 {
         let space = self.pool.space();
         let dirty = self.dirty.load(Ordering::Relaxed);
-        (space.usable_free + self.pool.deferred_bytes())
+        space
+            .usable_free
             .saturating_sub(slop_space(space.size) + dirty)
+    }
+
+    /// `unreserved_free` plus frees still deferred (see `available_shown`).
+    pub(super) fn unreserved_free_shown(&self) -> u64 {
+        self.unreserved_free() + self.pool.deferred_bytes()
     }
 
     /// Check that `bytes` more may be written to dataset `id`.
