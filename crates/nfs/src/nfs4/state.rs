@@ -642,8 +642,8 @@ impl State {
     /// whose arguments hash to `args_hash`, received at `now` (the lease is
     /// renewed from then; the COMPOUND's clock read, not one more). The state
     /// lock is held only to find the session (a session exists only while its
-    /// client does, see [`Inner::drop_client`]); the lease is renewed through
-    /// the session's shared timestamp.
+    /// client does, see [`Inner::drop_client`]) and renew the lease through the
+    /// session's shared timestamp.
     pub fn sequence(
         &self,
         a: &SequenceArgs,
@@ -651,10 +651,20 @@ impl State {
         args_hash: u64,
         now: Instant,
     ) -> SeqOutcome {
-        let Some(session) = self.session(&a.sessionid) else {
+        // Renewed while the lock is held: `expire` judges and drops a client
+        // under the same lock, so a lease is never renewed after its client
+        // was judged expired (renewed after the lookup, an expiry in between
+        // left this COMPOUND's OPEN or LOCK under a client already gone).
+        let Some(session) = ({
+            let g = self.inner.lock();
+            let session = g.sessions.get(&a.sessionid).cloned();
+            if let Some(s) = &session {
+                s.renewed.renew(self.nanos(now));
+            }
+            session
+        }) else {
             return SeqOutcome::Err(NFS4ERR_BADSESSION);
         };
-        session.renewed.renew(self.nanos(now));
         let nslots = session.slots.len() as u32;
         if a.slotid >= nslots {
             return SeqOutcome::Err(NFS4ERR_BADSLOT);
