@@ -332,9 +332,10 @@ impl Zil {
     /// `BY_REFERENCE_MIN` bytes with `logbias=latency` and no separate log
     /// device) with that flag, and with the flag false every smaller write
     /// whenever some are eligible (the resolver names a block already written
-    /// behind rather than copy it): it returns the records to log instead (covering
-    /// the same bytes, in order; none if the object is gone), or `None` to log
-    /// the record as it is.
+    /// behind rather than copy it): it returns `Resolved::Log` with the records
+    /// to log instead (covering the same bytes, in order; none if the object is
+    /// gone), `Resolved::AsIs` to log the record as it is, or `Resolved::InTxg`
+    /// for a write left to its closed txg's commit (the batch is cut there).
     pub fn commit(
         &self,
         upto: (u64, u64),
