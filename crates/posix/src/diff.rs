@@ -23,9 +23,13 @@ use cachalot_datasets::Dataset;
 use cachalot_objects::{ObjError, ObjectInfo};
 use std::collections::HashMap;
 
-/// Deepest directory nesting a path is followed through (a loop of parent
-/// pointers in a damaged tree ends here, as EIO).
-const MAX_DEPTH: usize = 4096;
+/// Deepest directory nesting a path is followed through parent pointers and
+/// hints (two stack frames a level); deeper, the path comes from the walk of
+/// the namespace, which is iterative and visits each object once (a loop of
+/// parent pointers in a damaged tree ends there too). So the recursion stays
+/// shallow however deep a tree a user made (review: at 4,096 levels it could
+/// overflow a request thread's stack).
+const MAX_DEPTH: usize = 256;
 
 /// How a path changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,7 +220,7 @@ impl<'a> Side<'a> {
             return Ok(Some("/".into()));
         }
         if depth > MAX_DEPTH {
-            return Err(Errno::EIO);
+            return Ok(self.walk()?.get(&id).cloned());
         }
         let parent = ino.parent;
         let name = if parent != 0 && parent != id {

@@ -135,3 +135,25 @@ fn diff_of_a_filesystem_never_mounted_is_empty_then_lists_its_first_files() {
     let (got, _) = lines(&store, "tank/fs@empty", "tank/fs@b");
     assert_eq!(got, ["+ / /", "+ F /first"]);
 }
+
+/// A file 300 directories deep (beyond the depth followed through parent
+/// pointers) is named whole, through the namespace walk, without deep recursion.
+#[test]
+fn diff_names_a_file_deeper_than_the_pointer_walk_goes() {
+    let (fs, store) = new_fs();
+    let mut dir = fs.root();
+    let mut want = String::new();
+    for i in 0..300 {
+        dir = mkdir(&fs, dir, &format!("d{i}"));
+        want.push_str(&format!("/d{i}"));
+    }
+    let f = mkfile(&fs, dir, "deep", b"a");
+    snap(&store, "a");
+    fs.write(f, 0, b"b", false).unwrap();
+    snap(&store, "b");
+    let (text, _) = lines(&store, "tank/fs@a", "tank/fs@b");
+    assert!(
+        text.contains(&format!("M F {want}/deep")),
+        "the deep file's path: {text:?}"
+    );
+}
