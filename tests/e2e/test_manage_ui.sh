@@ -15,7 +15,8 @@
 # promote the clone, scrub, export the pool (confirmed) and import it again, make
 # a mirror, take one side offline (confirmed) and back online, attach, detach,
 # replace, add and remove devices from the Devices box (each confirmed), destroy
-# it, see snapshot diff from a snapshot's row (the rows of `cachalot diff`),
+# it, destroy a snapshot and a dataset from their rows (cancel first: nothing
+# changes; then confirmed), see snapshot diff from a snapshot's row (the rows of `cachalot diff`),
 # send a snapshot to a file as a job, and
 # see a change refused without the token. Each step is checked through the CLI afterwards; each shows its CLI
 # equivalent; screenshots go to $ARTIFACTS.
@@ -245,7 +246,22 @@ with ManagePage() as b:
     # relationship is created paused by clicks, run now (the peer then has the
     # snapshot, and the list shows the lag), resumed and paused, and destroyed
     # through its confirmation (the peer's copy stays).
+    cli("create", "tank/scratch")
+    cli("snapshot", "tank/mysql/log@gone")
     b.open("/?reload=1#/manage")  # a reload: the token stays for the tab
+    # Destroy a snapshot and a dataset from their rows: cancel first (nothing
+    # changes), then confirm (gone), as the CLI sees it.
+
+    def names(kind):
+        return cli("list", "-H", "-t", kind, "-o", "name").split()
+
+    b.wait("the new dataset's row", "return document.querySelector('#m-datasets tr[data-ds=\"tank/scratch\"]') !== null")
+    b.confirmed('#m-snaps tr[data-snap="tank/mysql/log@gone"] button[data-act="destroy-snap"]', "destroy a snapshot",
+                "cachalot destroy tank/mysql/log@gone", unchanged=lambda: "tank/mysql/log@gone" in names("snapshot"))
+    assert "tank/mysql/log@gone" not in names("snapshot"), names("snapshot")
+    b.confirmed('#m-datasets tr[data-ds="tank/scratch"] button[data-act="destroy-ds"]', "destroy a dataset",
+                "cachalot destroy tank/scratch", unchanged=lambda: "tank/scratch" in names("filesystem"))
+    assert "tank/scratch" not in names("filesystem"), names("filesystem")
     b.wait("the filesystems in the replication form", "return document.querySelector('#m-repl-src option[value=\"tank/mysql\"]') !== null")
     b.type("#m-repl-name", "r1")
     b.click('#m-repl-src option[value="tank/mysql"]')
@@ -307,18 +323,8 @@ with ManagePage() as b:
             break
         time.sleep(0.1)
     assert "with 0 errors" in cli("pool", "status", "tank"), cli("pool", "status", "tank")
-    export = '#m-pools button[data-act="export-pool"][data-name="tank"]'
-    b.click(export)
-    b.wait("the export confirmation", "return !document.getElementById('m-confirm').hidden")
-    assert b.js("return document.getElementById('m-confirm-cli').textContent") == "cachalot pool export tank"
-    b.click("#m-confirm-cancel")
-    b.wait("the cancel report", "return document.getElementById('m-msg').textContent.startsWith('Cancelled')")
-    assert cli("pool", "list", "-H").startswith("tank\t"), "cancel changed nothing"
-    b.js("document.getElementById('m-msg').hidden = true")
-    b.click(export)
-    b.wait("the export confirmation", "return !document.getElementById('m-confirm').hidden")
-    b.click("#m-confirm-ok")
-    b.done("export", "cachalot pool export tank")
+    b.confirmed('#m-pools button[data-act="export-pool"][data-name="tank"]', "export", "cachalot pool export tank",
+                unchanged=lambda: cli("pool", "list", "-H").startswith("tank\t"))
     assert cli("pool", "list", "-H") == "", cli("pool", "list", "-H")
     b.type("#m-imp-name", "tank")
     b.type("#m-imp-dir", work)
