@@ -20,7 +20,8 @@
 # routes need MariaDB: test_api_mysql.sh. The first token comes from the one-time
 # setup code (api_first_token.py) and drives the whole run; revoking the last
 # named token makes a new code at once, which makes the next first token; a
-# missing mount point is made (0755, parents too).
+# missing mount point is made (0755, parents too); the unix socket is 0600 and
+# another user's CLI is refused on it.
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,6 +37,23 @@ CODE=$(cat "$HOME_DIR/setup-code")
 FIRST=$(python3 "$REPO/tests/e2e/api_first_token.py" "$addr" "$CODE" "$HOME_DIR/setup-code" "$C")
 [[ $FIRST =~ ^[0-9a-f]{64}$ ]] || fail "the first token is '$FIRST'"
 [[ ! -e $HOME_DIR/setup-code ]] || fail "the setup code's file outlived its use"
+
+note "the unix socket is root's only (0600): another user's CLI is refused"
+[[ $(stat -c '%a %u' "$CACHALOT_SOCKET") == "600 $(id -u)" ]] ||
+    fail "the socket is $(stat -c '%a, uid %u' "$CACHALOT_SOCKET"), not 0600 and the daemon's user's"
+# Directories on the way traversable (no listing), so the socket's mode alone refuses.
+chmod 0711 "$_E2E_ROOT" "$HOME_DIR"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$C" --socket "$CACHALOT_SOCKET" "$@"; }
+assert_fails as_nobody token create intruder
+assert_contains "$LAST_STDERR" "Permission denied" "the refusal says why"
+assert_fails as_nobody pool list
+[[ $("$C" token list -H) != *intruder* ]] || fail "a refused caller made a token"
+# The control: with the socket's mode opened, the same call goes through (so
+# the refusal above came from the mode, not from the path).
+chmod 0666 "$CACHALOT_SOCKET"
+assert_ok as_nobody pool list >/dev/null
+chmod 0600 "$CACHALOT_SOCKET"
+chmod 0700 "$_E2E_ROOT" "$HOME_DIR"
 
 note "tokens: create, list (no secret shown)"
 TOKEN=$(assert_ok "$C" token create e2e)
