@@ -111,6 +111,31 @@ ok("DELETE", f"/snapshots/{q('tank/mysql/log@s2')}")
 refused("DELETE", f"/snapshots/{q('tank/mysql/log@s2')}", status=404, code="not_found")
 assert "tank/mysql/log@s2" not in cli("list", "-H", "-t", "snapshot", "-o", "name")
 
+print("--- holds: hold, list, a held snapshot refuses destroy, release")
+held = q("tank/mysql/log@s1")
+
+
+def holds(snap):
+    """The hold tags of SNAP, as `cachalot holds` lists them."""
+    return [line.split("\t")[1] for line in cli("holds", "-H", snap).splitlines()]
+
+
+assert holds("tank/mysql/log@s1") == [], holds("tank/mysql/log@s1")
+refused("PUT", f"/snapshots/{held}/holds/keep", status=401, code="unauthorized", token=None)
+refused("PUT", f"/snapshots/{q('tank/mysql/log@nope')}/holds/keep", status=404, code="not_found")
+refused("PUT", f"/snapshots/{held}/holds/keep", {"bogus": 1})
+assert holds("tank/mysql/log@s1") == [], "a refused hold held"
+ok("PUT", f"/snapshots/{held}/holds/keep")
+assert holds("tank/mysql/log@s1") == ["keep"], holds("tank/mysql/log@s1")
+assert ok("GET", f"/snapshots/{held}/holds")["holds"] == ["keep"]
+refused("PUT", f"/snapshots/{held}/holds/keep")  # held by that tag already
+refused("DELETE", f"/snapshots/{held}", status=409, code="busy")
+refused("DELETE", f"/snapshots/{held}/holds/keep", status=401, code="unauthorized", token=None)
+refused("DELETE", f"/snapshots/{held}/holds/other")  # no such hold
+assert holds("tank/mysql/log@s1") == ["keep"], "a refused release released"
+ok("DELETE", f"/snapshots/{held}/holds/keep")
+assert holds("tank/mysql/log@s1") == [], holds("tank/mysql/log@s1")
+
 print("--- shares")
 ok("PUT", f"/shares/nfs/{q('tank/mysql')}", {"options": "rw=127.0.0.1/32"})
 assert prop("tank/mysql", "sharenfs").startswith("rw=127.0.0.1,"), prop("tank/mysql", "sharenfs")
@@ -462,6 +487,73 @@ assert len(peers) == 1 and peers[0]["address"] == REPL_ADDR, peers
 assert cli("replication", "peers", "-H").split("\t")[:2] == [peers[0]["fingerprint"], REPL_ADDR], cli("replication", "peers", "-H")
 refused("POST", "/peers", good_pair, 422, "failed")  # a pairing token works once
 assert ok("GET", "/peers") == peers, "a used pairing token changed the peers"
+
+print("--- replication break, resync, reverse with a peer appliance (test_api.sh's second daemon)")
+# A pairing with this appliance's own listener cannot resync: the target side
+# refuses a rollback for a relationship that runs there (replication_serve.rs).
+PEER_ADDR = os.environ["PEER_ADDR"]
+
+
+def peer(*args):
+    """The peer appliance's CLI."""
+    return cli("--socket", os.environ["PEER_SOCKET"], *args)
+
+
+def peer_snaps(fs):
+    return peer("list", "-H", "-t", "snapshot", "-o", "name", fs).split()
+
+
+def repl_state(name):
+    """The STATE column of `replication list` for NAME."""
+    return cli("replication", "list", "-H", name).split("\t")[3]
+
+
+os.makedirs(f"{WORK}/peer")  # not in WORK itself, where the import below looks for "tank"
+peer("pool", "create", "-s", "256M", "tank", f"{WORK}/peer/d0.img")
+ok("POST", "/peers", {"address": PEER_ADDR, "token": peer("replication", "pair").strip()})
+ok("POST", "/datasets", {"name": "tank/rsrc"})
+ok("POST", "/replication", {"name": "r3", "source": "tank/rsrc", "target": f"{PEER_ADDR}/tank/copy", "paused": True})
+ok("POST", "/replication/r3/run")
+first = peer_snaps("tank/copy")
+assert len(first) == 1 and first[0].startswith("tank/copy@repl-r3-"), first
+refused_repl("POST", "/replication/r3/break", status=401, code="unauthorized", token=None)
+refused_repl("POST", "/replication/r3/break", {"bogus": 1})
+refused("POST", "/replication/nosuch/break", status=404, code="not_found")
+assert repl_state("r3") == "paused"
+v = ok("POST", "/replication/r3/break")
+assert v["last_snapshot"] == first[0].split("@")[1], v
+assert repl_state("r3") == "broken", cli("replication", "list", "-H", "r3")
+peer("snapshot", "tank/copy@after-break")  # the broken-off target used on its own
+refused("POST", "/replication/r3/resync", {}, 401, "unauthorized", token=None)
+refused("POST", "/replication/r3/resync", {"force": "yes"})
+refused("POST", "/replication/nosuch/resync", {}, 404, "not_found")
+v = refused("POST", "/replication/r3/resync", {}, 422, "failed")
+assert "tank/copy@after-break" in v["error"]["message"], v
+assert "tank/copy@after-break" in peer_snaps("tank/copy") and repl_state("r3") == "broken", "a refused resync changed something"
+v = ok("POST", "/replication/r3/resync", {"force": True})
+assert "tank/copy@after-break" in v["destroyed"], v
+assert peer_snaps("tank/copy") == first and repl_state("r3") != "broken", (peer_snaps("tank/copy"), repl_state("r3"))
+for _ in range(300):  # a resync resumes: let the cycle it starts end before the next break
+    if repl_state("r3") != "running":
+        break
+    time.sleep(0.1)
+ok("POST", "/replication/r3/break")
+refused("POST", "/replication/r3/reverse", {"address": REPL_ADDR}, 401, "unauthorized", token=None)
+refused("POST", "/replication/r3/reverse", {"address": 5})
+refused("POST", "/replication/r3/reverse", {"address": REPL_ADDR, "bogus": 1})
+refused("POST", "/replication/nosuch/reverse", {"address": REPL_ADDR}, 404, "not_found")
+assert repl_state("r3") == "broken" and "r3" not in peer("replication", "list", "-H")
+v = ok("POST", "/replication/r3/reverse", {"address": REPL_ADDR})
+assert v["source"] == f"{PEER_ADDR}/tank/copy" and v["target"] == f"{REPL_ADDR}/tank/rsrc" and v["destroyed"] == [], v
+assert "r3" not in cli("replication", "list", "-H"), "r3 still runs here after its reverse"
+assert peer("replication", "list", "-H", "r3").split("\t")[:3] == ["r3", "tank/copy", f"{REPL_ADDR}/tank/rsrc"], \
+    peer("replication", "list", "-H", "r3")
+before = cli("list", "-H", "-t", "snapshot", "-o", "name", "tank/rsrc").split()
+peer("replication", "run", "r3")  # the peer now sends to this appliance
+rsrc = cli("list", "-H", "-t", "snapshot", "-o", "name", "tank/rsrc").split()
+# Its newest snapshot arrived here (the retention of its cycles may prune older ones).
+assert rsrc[-1] not in before and rsrc[-1] == peer_snaps("tank/copy")[-1].replace("tank/copy", "tank/rsrc"), (before, rsrc)
+peer("replication", "destroy", "r3")
 
 print("--- destroy, export, import")
 ok("DELETE", f"/datasets/{q('tank/vol')}")

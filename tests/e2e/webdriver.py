@@ -173,6 +173,24 @@ class ManagePage(Browser):
         self.js("document.getElementById('m-msg').hidden = true")
         print(f"  {what}: {msg}")
 
+    def confirmed(self, button, what, cli, unchanged=None, timeout=30):
+        """Click BUTTON (a destructive action): its confirmation must show CLI.
+        With UNCHANGED (a check that the action has not happened) cancel first,
+        check that nothing changed, and click BUTTON again; then confirm and
+        wait for the report naming CLI."""
+        for cancel in ([True] if unchanged else []) + [False]:
+            self.click(button)
+            self.wait(f"the confirmation of {what}", "return !document.getElementById('m-confirm').hidden")
+            shown = self.js("return document.getElementById('m-confirm-cli').textContent")
+            assert shown == cli, f"{what}: the confirmation shows {shown!r}, not {cli!r}"
+            if cancel:
+                self.click("#m-confirm-cancel")
+                self.wait("the cancel report", "return document.getElementById('m-msg').textContent.startsWith('Cancelled')")
+                self.js("document.getElementById('m-msg').hidden = true")
+                assert unchanged(), f"the cancel of {what} changed something"
+        self.click("#m-confirm-ok")
+        self.done(what, cli, timeout)
+
     def refused(self, what, shot, timeout=30):
         """Wait for the report of a refused action, screenshot it as SHOT, and
         return its text (the daemon's error)."""

@@ -1,8 +1,9 @@
 // The managing page (#/manage): pools, datasets with the MySQL layout, snapshots
-// (take, clone, rollback with a confirmation of what is lost, destroy), local FUSE
+// (take, clone, rollback with a confirmation of what is lost, destroy, holds), local FUSE
 // mounts of each filesystem (mount at a typed path, unmount), NFS shares,
 // volumes shared over iSCSI or NBD, every share with its clients, and replication
-// relationships with their lag (create, run, pause, resume, destroy), pairing with
+// relationships with their lag (create, run, pause, resume, break, resync, reverse,
+// destroy), pairing with
 // another appliance (make a pairing token there, pair here), MySQL snapshot sets (take,
 // restore) and "clone to a running replica" with its progress (the job's events).
 // Every action calls the REST API under /api/v1 (the same typed requests as the
@@ -126,6 +127,11 @@
   // A running scan's progress as `pool status` words it (the daemon computes
   // the rate and the time left).
   function scanText(sc) {
+    if (sc && sc.kind === "scrub" && sc.state === "finished") {
+      const n = sc.repaired || 0;
+      return `scrub repaired ${n === 0 ? "0B" : n === 1 ? "1 block" : n + " blocks"} with ${sc.unrecoverable || 0} errors` +
+        (sc.ended ? ` on ${new Date(sc.ended * 1000).toLocaleString()}` : "");
+    }
     if (!sc || sc.state !== "scanning") return "";
     const pct = Math.min(100, (100 * sc.examined) / Math.max(1, sc.total)).toFixed(1);
     const hms = (t) => [Math.floor(t / 3600), Math.floor(t / 60) % 60, t % 60].map((n) => String(n).padStart(2, "0")).join(":");
@@ -151,6 +157,7 @@
         return `<tr><td>${esc(p.name)}</td><td>${esc(p.health)}</td><td>${size(p.size)}</td><td>${size(p.free)}</td><td>${devs.join("<br>")}</td>` +
           `<td class="scan">${esc(scanText(details[i] && details[i].scrub))}</td>` +
           `<td><button data-act="scrub" data-name="${esc(p.name)}">Scrub</button> ` +
+          `<button data-act="pool-clear" data-name="${esc(p.name)}" title="bring a suspended pool back (re-import from its last committed state)">Clear</button> ` +
           `<button data-act="export-pool" data-name="${esc(p.name)}">Export…</button> ` +
           `<button data-act="destroy-pool" data-name="${esc(p.name)}">Destroy…</button></td></tr>`;
       }).join("");
@@ -181,15 +188,20 @@
         `<td>${s.binlog_file ? esc(s.binlog_file + ":" + s.binlog_pos) : "-"}</td>` +
         `<td><button data-act="my-restore" data-name="${esc(s.name)}">Restore…</button></td></tr>`).join("");
     options($("m-my-clone-src"), mySetsList.map((s) => s.name));
-    $("m-shares").innerHTML = "<tr><th>NAME</th><th>PROTOCOL</th><th>PATH OR TARGET</th><th>CLIENTS</th><th>STATE</th></tr>" +
+    $("m-shares").innerHTML = "<tr><th>NAME</th><th>PROTOCOL</th><th>PATH OR TARGET</th><th>CLIENTS</th><th>STATE</th><th></th></tr>" +
       shares.map((r) => `<tr data-share="${esc(r.name + " " + r.protocol)}"><td>${esc(r.name)}</td><td>${esc(r.protocol)}</td><td>${esc(r.path)}</td>` +
-        `<td>${esc((Array.isArray(r.clients) ? r.clients.join(", ") : r.clients) || "-")}</td><td>${esc(r.state)}</td></tr>`).join("");
+        `<td>${esc((Array.isArray(r.clients) ? r.clients.join(", ") : r.clients) || "-")}</td><td>${esc(r.state)}</td>` +
+        `<td><button data-act="unshare" data-name="${esc(r.name)}" data-proto="${esc(r.protocol)}">Stop sharing…</button></td></tr>`).join("");
     const ago = (s) => (s === null || s === undefined ? "-" : s < 120 ? s + "s" : s < 7200 ? Math.round(s / 60) + "m" : Math.round(s / 3600) + "h");
     $("m-repl").innerHTML = "<tr><th>NAME</th><th>SOURCE</th><th>TARGET</th><th>STATE</th><th>LAG</th><th>LAST SYNC</th><th>LAST ERROR</th><th></th></tr>" +
       repl.map((r) => `<tr data-repl="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(r.source)}</td><td>${esc(r.target)}</td><td>${esc(r.state)}</td>` +
         `<td>${ago(r.lag)}${r.lagging ? ' <b class="lagging" title="the recovery point is older than twice the schedule">late</b>' : ""}</td><td>${r.last_success ? new Date(r.last_success * 1000).toLocaleString() : "-"}</td><td>${esc(r.last_error || "-")}</td>` +
         `<td><button data-act="repl-run" data-name="${esc(r.name)}">Run now</button> ` +
         (r.state === "paused" ? `<button data-act="repl-resume" data-name="${esc(r.name)}">Resume</button>` : `<button data-act="repl-pause" data-name="${esc(r.name)}">Pause</button>`) +
+        ` <button data-act="repl-break" data-name="${esc(r.name)}" data-target="${esc(r.target)}">Break…</button>` +
+        ` <button data-act="repl-resync" data-name="${esc(r.name)}" data-target="${esc(r.target)}">Resync…</button>` +
+        ` <input class="raddr" size="16" placeholder="this side's HOST:PORT" aria-label="reverse address of ${esc(r.name)}">` +
+        ` <button data-act="repl-reverse" data-name="${esc(r.name)}" data-source="${esc(r.source)}" data-target="${esc(r.target)}">Reverse…</button>` +
         ` <button data-act="destroy-repl" data-name="${esc(r.name)}" data-source="${esc(r.source)}" data-target="${esc(r.target)}">Destroy…</button></td></tr>`).join("");
     const mountedAt = new Map(mounts.map((m) => [m.name, m.path]));
     // A filesystem's mount cell: where it is mounted with Unmount, or a path field
@@ -210,6 +222,7 @@
       snaps.map((s) => `<tr data-snap="${esc(s.name)}"><td>${esc(s.name)}</td><td>${size(s.used)}</td>` +
         `<td>${new Date(Number(s.props.creation.raw) * 1000).toLocaleString()}</td>` +
         `<td><button data-act="diff" data-name="${esc(s.name)}">Diff…</button> ` +
+        `<button data-act="holds" data-name="${esc(s.name)}">Holds…</button> ` +
         `<button data-act="rollback" data-name="${esc(s.name)}">Roll back…</button> ` +
         `<button data-act="destroy-snap" data-name="${esc(s.name)}">Destroy…</button></td></tr>`).join("");
     const fss = dss.filter((d) => d.type === "filesystem").map((d) => d.name);
@@ -379,12 +392,71 @@
     });
   }
 
+  // The holds panel of a snapshot: its tags, each with Release, and Hold TAG.
+  async function showHolds(snap) {
+    $("m-holds-of").textContent = snap;
+    $("m-holds").hidden = false;
+    const v = await call("GET", `/snapshots/${enc(snap)}/holds`);
+    $("m-holds-cli").textContent = `cachalot holds ${sh(snap)}`;
+    $("m-holds-rows").innerHTML = "<tr><th>TAG</th><th></th></tr>" + (v.holds.length ? v.holds.map((t) =>
+      `<tr data-hold="${esc(t)}"><td>${esc(t)}</td><td><button data-act="release" data-name="${esc(snap)}" data-tag="${esc(t)}">Release</button></td></tr>`).join("")
+      : "<tr><td colspan=2>no holds</td></tr>");
+  }
+
+  // Replication break, resync and reverse (each confirmed), pool clear, share
+  // stop and snapshot holds; true when B's action is one of these.
+  function moreActions(b, name) {
+    const d = b.dataset, path = `/replication/${enc(name)}`;
+    if (d.act === "repl-break") {
+      const cli = `cachalot replication break ${sh(name)}`;
+      confirmDialog(`Break ${name} off?`, [`${d.target} is no longer updated and can be used on its own (a failover)`,
+        `Resync rolls it back and resumes ${name}`], cli, "Break", () => act(cli, [() => call("POST", `${path}/break`)]));
+    } else if (d.act === "repl-resync") {
+      // Without force first: a refusal lists what the rollback would destroy, then asked again.
+      const cli = `cachalot replication resync ${sh(name)}`;
+      confirmDialog(`Resync ${name}?`, [`${d.target} is rolled back to the newest snapshot both sides have, and ${name} resumes`,
+        "if that destroys snapshots or changes there, they are listed and asked for again"], cli, "Resync", async () => {
+        try {
+          await call("POST", `${path}/resync`, {});
+          await refresh();
+          say("Done. CLI: " + cli);
+        } catch (e) {
+          // Only a refusal that lists what would be destroyed is worth asking again.
+          if (!/would destroy/.test(e.message)) { await refresh(); say("Refused: " + e.message, true); return; }
+          const force = `cachalot replication resync -f ${sh(name)}`;
+          confirmDialog(`Resync ${name} and lose this?`, [e.message], force, "Resync and destroy",
+            () => act(force, [() => call("POST", `${path}/resync`, { force: true })]));
+        }
+      });
+    } else if (d.act === "repl-reverse") {
+      const addr = b.closest("tr").querySelector("input.raddr").value.trim();
+      const cli = `cachalot replication reverse --address ${sh(addr)} ${sh(name)}`;
+      confirmDialog(`Reverse ${name}?`, [`${d.target} becomes the source, sending to ${addr}/${d.source}`,
+        `${name} leaves this appliance (the peer keeps it); refused if ${d.source} would lose snapshots or changes`], cli, "Reverse",
+        () => act(cli, [() => call("POST", `${path}/reverse`, { address: addr })]));
+    } else if (d.act === "pool-clear") {
+      act(`cachalot pool clear ${sh(name)}`, [() => call("POST", `/pools/${enc(name)}/clear`)]);
+    } else if (d.act === "unshare") {
+      const cli = `cachalot set share${d.proto}=off ${sh(name)}`;
+      confirmDialog(`Stop sharing ${name} over ${d.proto}?`, [`clients of ${name} over ${d.proto} are disconnected`], cli, "Stop sharing",
+        () => act(cli, [() => call("DELETE", `/shares/${enc(d.proto)}/${enc(name)}`)]));
+    } else if (d.act === "holds") {
+      showHolds(name).catch((e) => say("Refused: " + e.message, true));
+    } else if (d.act === "release") {
+      act(`cachalot release ${sh(d.tag)} ${sh(name)}`, [() => call("DELETE", `/snapshots/${enc(name)}/holds/${enc(d.tag)}`), () => showHolds(name)]);
+    } else {
+      return false;
+    }
+    return true;
+  }
+
   function onTableClick(e) {
     const b = e.target.closest("button[data-act]");
     if (!b) return;
     const name = b.dataset.name;
     if (b.dataset.act === "rollback") { rollback(name); return; }
     if (b.dataset.act === "diff") { openDiff(name); return; }
+    if (moreActions(b, name)) return;
     if (b.dataset.act === "my-restore") { myRestore(name); return; }
     if (b.dataset.act === "mount") {
       const mp = b.closest("tr").querySelector("input.mp").value.trim();
@@ -535,7 +607,11 @@
     };
     $("m-my-sock").addEventListener("change", () => { if (!$("m-my-clone-of").value) { $("m-my-clone-of").value = $("m-my-sock").value; showClis(); } });
     $("m-confirm-cancel").onclick = () => { $("m-confirm").hidden = true; say("Cancelled: nothing changed."); };
-    for (const t of ["m-pools", "m-datasets", "m-snaps", "m-repl", "m-my-sets"]) $(t).onclick = onTableClick;
+    for (const t of ["m-pools", "m-datasets", "m-snaps", "m-repl", "m-my-sets", "m-shares", "m-holds-rows"]) $(t).onclick = onTableClick;
+    $("m-hold-go").onclick = () => {
+      const snap = $("m-holds-of").textContent, tag = $("m-hold-tag").value.trim();
+      act(`cachalot hold ${sh(tag)} ${sh(snap)}`, [() => call("PUT", `/snapshots/${enc(snap)}/holds/${enc(tag)}`), () => showHolds(snap)]);
+    };
   }
 
   function route() {
