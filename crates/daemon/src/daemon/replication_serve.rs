@@ -649,12 +649,10 @@ mod tests {
         .unwrap()
     }
 
-    /// A peer's rollback reaches only relationship NAME's common snapshot
-    /// (hold repl:NAME), only from the peer of a pull served here, and never
-    /// a relationship run here; a refusal destroys nothing.
-    #[test]
-    fn a_peer_rolls_back_only_its_own_relationships_common_snapshot() {
-        let home = std::env::temp_dir().join(format!("cachalot-rollback-{}", std::process::id()));
+    /// A daemon in a fresh home (removed by the test) with pool tank and
+    /// filesystem tank/fs.
+    fn daemon_with_fs(tag: &str) -> (std::path::PathBuf, Daemon) {
+        let home = std::env::temp_dir().join(format!("cachalot-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&home);
         std::fs::create_dir_all(&home).unwrap();
         let d = Daemon::open(&home, 64 << 20).unwrap();
@@ -665,6 +663,15 @@ mod tests {
             json!({"name": "tank", "vdevs": [img], "size": "64M"}),
         );
         call(&d, "ds.create", json!({"name": "tank/fs"}));
+        (home, d)
+    }
+
+    /// A peer's rollback reaches only relationship NAME's common snapshot
+    /// (hold repl:NAME), only from the peer of a pull served here, and never
+    /// a relationship run here; a refusal destroys nothing.
+    #[test]
+    fn a_peer_rolls_back_only_its_own_relationships_common_snapshot() {
+        let (home, d) = daemon_with_fs("rollback");
         let store = d.ds_store("tank/fs").unwrap();
         let snap = |n: &str| {
             store.snapshot(&[format!("tank/fs@{n}")]).unwrap();
@@ -713,17 +720,7 @@ mod tests {
     /// could force txg syncs); the plain state is anyone's.
     #[test]
     fn only_a_relationships_peer_may_sync_its_filesystem() {
-        let home = std::env::temp_dir().join(format!("cachalot-statesync-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&home);
-        std::fs::create_dir_all(&home).unwrap();
-        let d = Daemon::open(&home, 64 << 20).unwrap();
-        let img = home.join("d0.img").to_string_lossy().to_string();
-        call(
-            &d,
-            "pool.create",
-            json!({"name": "tank", "vdevs": [img], "size": "64M"}),
-        );
-        call(&d, "ds.create", json!({"name": "tank/fs"}));
+        let (home, d) = daemon_with_fs("statesync");
         let store = d.ds_store("tank/fs").unwrap();
         store.snapshot(&["tank/fs@a".to_string()]).unwrap();
         let state = |fs: &str, sync: Value, fp: &str| {
