@@ -145,6 +145,14 @@ repl_pair() {
     assert_ok CA replication pair "$TARGET" "$tok" >/dev/null
 }
 
+# source_on_a: filesystem tank/src on A, mounted at $T/src; SRC names it.
+source_on_a() {
+    assert_ok CA create tank/src
+    SRC=$T/src
+    mkdir -p "$SRC"
+    assert_ok CA mount tank/src "$SRC"
+}
+
 # same_as_source FILE...: mount the target, compare FILEs of the newest
 # replicated snapshot with the source's (sha256), and the list of files; unmount
 # (a mounted target refuses increments).

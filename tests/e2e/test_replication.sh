@@ -17,10 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/repl_lib.sh"
 
 repl_push_nodes
-assert_ok CA create tank/src
-mkdir -p "$T/src" "$T/dst"
-assert_ok CA mount tank/src "$T/src"
-SRC=$T/src
+source_on_a
+mkdir -p "$T/dst"
 
 note "pairing: a one-time token; wrong or reused tokens and non-replication peers are refused"
 tok=$(assert_ok CB replication pair)

@@ -24,10 +24,8 @@ repl_pair
 tok=$(assert_ok CC replication pair)
 assert_ok CB replication pair "$TARGET_C" "$tok" >/dev/null
 
-assert_ok CA create tank/src
-mkdir -p "$T/src" "$T/c"
-assert_ok CA mount tank/src "$T/src"
-SRC=$T/src
+source_on_a
+mkdir -p "$T/c"
 head -c 16M /dev/urandom >"$SRC/f0"
 sync
 assert_ok CA replication create r1 --source tank/src --target "$TARGET/tank/dst" --keep "1h:every 1s" --paused

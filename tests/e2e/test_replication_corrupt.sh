@@ -35,10 +35,7 @@ wait_until 10 "the forwarder listens" proxy_up
 # A pairs with B and replicates to it through the forwarder.
 tok=$(assert_ok CB replication pair)
 assert_ok CA replication pair "$PROXY" "$tok" >/dev/null
-assert_ok CA create tank/src
-mkdir -p "$T/src"
-assert_ok CA mount tank/src "$T/src"
-SRC=$T/src
+source_on_a
 head -c 8M /dev/urandom >"$SRC/base"
 sync
 assert_ok CA replication create r1 --source tank/src --target "$PROXY/tank/dst" --keep "" --paused

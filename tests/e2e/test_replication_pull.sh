@@ -31,10 +31,7 @@ start_node A "$NSA" --replication "$SOURCE" --http 127.0.0.1:0
 start_node B "$NSB"
 assert_ok CA pool create -s 2G tank "$T/a.img"
 assert_ok CB pool create -s 2G tank "$T/b.img"
-assert_ok CA create tank/src
-SRC=$T/src
-mkdir -p "$SRC"
-assert_ok CA mount tank/src "$SRC"
+source_on_a
 FILES=(f0 f1)
 for f in "${FILES[@]}"; do head -c 4M /dev/urandom >"$SRC/$f"; done
 sync

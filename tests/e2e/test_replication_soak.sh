@@ -36,10 +36,7 @@ assert_ok CA pool create -s 1G tank "$T/a.img"
 # Small, so that the filler fills it in a few seconds.
 assert_ok CB pool create -s 384M tank "$T/b.img"
 repl_pair
-assert_ok CA create tank/src
-SRC=$T/src
-mkdir -p "$SRC"
-assert_ok CA mount tank/src "$SRC"
+source_on_a
 # The files live in a directory of the dataset, so that while A is down (its
 # mount dead, then detached until the restarted daemon mounts it again) the
 # writer cannot create them in the bare mount point: a non-empty mount point
