@@ -522,12 +522,17 @@ impl Dataset {
         // not count them. Invariant: a log commit never takes space a txg
         // commit needs; when the pool could not hold the dirty data twice over
         // (its log copy and its txg), commit the txg instead, which makes
-        // everything durable and needs no log space.
+        // everything durable and needs no log space. (An fsync with nothing
+        // left to log returns first: the space check walks every dataset's
+        // reservation under the state lock.)
+        let tail = self.objset.zil().tail();
+        if self.objset.zil().is_durable(tail) {
+            return Ok(());
+        }
         let dirty = s.dirty.load(Ordering::Relaxed);
         if s.check_space(self.id, dirty).is_err() {
             return s.sync().map(|_| ());
         }
-        let tail = self.objset.zil().tail();
         loop {
             match self.objset.zil_commit(tail)? {
                 CommitOutcome::Durable => return Ok(()),

@@ -233,6 +233,13 @@ struct State {
     error: Option<String>,
 }
 
+impl State {
+    /// Every itx up to `(seq, txg)` is durable: in the log, or its txg committed.
+    fn covers(&self, (seq, txg): (u64, u64)) -> bool {
+        self.durable_itx > seq || self.committed_txg >= txg
+    }
+}
+
 /// One object set's intent log.
 pub struct Zil {
     pool: Arc<Pool>,
@@ -326,6 +333,12 @@ impl Zil {
         (s.next_itx - 1, s.max_txg_logged)
     }
 
+    /// Whether every itx up to `upto` (from `tail`) is durable already: in the
+    /// log, or covered by a committed txg.
+    pub fn is_durable(&self, upto: (u64, u64)) -> bool {
+        self.state.lock().covers(upto)
+    }
+
     /// Make every itx up to `upto` (from `tail`) durable. `resolve` (the object
     /// set's, `ObjectSet::zil_commit`) gets every `WriteLazy`, and every write
     /// eligible for logging by reference (any size with `logbias=throughput`,
@@ -341,11 +354,11 @@ impl Zil {
         upto: (u64, u64),
         resolve: &Prewrite<'_>,
     ) -> Result<CommitOutcome, PoolError> {
-        let (seq, txg) = upto;
+        let (seq, _) = upto;
         let t0 = Instant::now();
         let mut s = self.state.lock();
         loop {
-            if s.durable_itx > seq || s.committed_txg >= txg {
+            if s.covers(upto) {
                 return Ok(CommitOutcome::Durable);
             }
             if let Some(e) = &s.error {
